@@ -1,0 +1,5 @@
+import sys
+
+from edgebuild.cli import main
+
+sys.exit(main())

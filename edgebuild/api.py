@@ -1,0 +1,141 @@
+"""The Python API the CLI calls: load, plan, run. Usable from scripts and notebooks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgebuild import __version__
+from edgebuild.cache.store import Store
+from edgebuild.errors import ExitCode
+from edgebuild.execute.executor import (
+    ExecutionResult,
+    FailurePolicy,
+    LocalExecutor,
+    Outcome,
+    Progress,
+)
+from edgebuild.gates.evaluate import evaluate_target
+from edgebuild.plan.planner import Plan, build_plan
+from edgebuild.plan.resolve import KeyResolver, StageStatus
+from edgebuild.recipe.loader import LoadedRecipe, load_recipe
+from edgebuild.report.model import Report, StageReport, TargetReport
+from edgebuild.report.render import junit, markdown
+
+CACHE_ENV = "EDGEBUILD_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """$EDGEBUILD_CACHE_DIR, else the user cache folder (~/.cache/edgebuild on Linux)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("edgebuild"))
+
+
+def load(recipe: Path) -> LoadedRecipe:
+    return load_recipe(recipe)
+
+
+def plan(recipe: Path | LoadedRecipe, cache_dir: Path | None = None
+         ) -> tuple[Plan, dict[str, StageStatus]]:
+    """The build graph and, for each stage, whether it is cached or would run."""
+    loaded = recipe if isinstance(recipe, LoadedRecipe) else load_recipe(recipe)
+    built = build_plan(loaded)
+    store = Store(cache_dir or default_cache_dir())
+    return built, KeyResolver(built, store).status()
+
+
+@dataclass
+class RunOptions:
+    out: Path | None = None  # default: build/<recipe name>
+    cache_dir: Path | None = None
+    jobs: int = 1
+    policy: FailurePolicy = FailurePolicy.FAIL_FAST
+    progress: Progress | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def run(recipe: Path | LoadedRecipe, options: RunOptions | None = None) -> Report:
+    """Build every target, evaluate gates, write the reports; returns the Report."""
+    options = options or RunOptions()
+    started_wall = dt.datetime.now(dt.UTC)
+    started = time.perf_counter()
+    loaded = recipe if isinstance(recipe, LoadedRecipe) else load_recipe(recipe)
+    built = build_plan(loaded)
+    store = Store(options.cache_dir or default_cache_dir())
+    resolver = KeyResolver(built, store)
+    # User mistakes in files and datasets surface here, before any work starts.
+    if any(s.uses_source for s in built.order()):
+        _ = resolver.source_digest
+    for name in {d for s in built.order() for d in s.datasets}:
+        resolver.dataset(name)
+    out = options.out or Path("build") / loaded.recipe.name
+    out.mkdir(parents=True, exist_ok=True)
+    executor = LocalExecutor(store, out / "logs", options.jobs, options.policy, options.progress)
+    execution = executor.execute(built, resolver)
+    resolver.stats.save()
+    report = _report(loaded, built, execution, out, started, started_wall)
+    write_reports(report, out)
+    return report
+
+
+def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,
+            started: float, started_wall: dt.datetime) -> Report:
+    targets = []
+    for name, stages in built.targets.items():
+        info = loaded.targets[name]
+        entry = loaded.recipe.targets[name]
+        gates = evaluate_target(name, entry.gates, stages, execution, loaded.recipe.policy)
+        compiled = execution.runs[stages.compiled].artifact
+        artifact_path = None
+        if compiled is not None:
+            destination = out / "artifacts" / name
+            if destination.exists():
+                shutil.rmtree(destination)
+            destination.mkdir(parents=True)
+            for file in compiled.files:
+                (destination / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(compiled.path / file, destination / file)
+            artifact_path = str((destination / compiled.main.name).relative_to(out))
+        targets.append(TargetReport(
+            name=name, profile=info.profile["name"], backend=info.backend,
+            artifact=artifact_path, size_bytes=compiled.size_bytes if compiled else None,
+            gates=gates))
+    stages = [StageReport(
+        id=run.stage.id, op=run.stage.op, target=run.stage.target,
+        outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
+        seconds=round(run.seconds, 3), key=run.key,
+        artifact_digest=run.artifact.digest if run.artifact else None,
+        message=run.message, log=str(run.log) if run.log else None,
+        metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
+                  if k in ("before", "after", "check", "graph", "seconds", "samples")},
+    ) for run in (execution.runs[s.id] for s in built.order())]
+    if execution.failed:
+        code = ExitCode.STAGE_FAILED
+    elif not all(all(t.gates) for t in targets):
+        code = ExitCode.GATE_FAILED
+    else:
+        code = ExitCode.OK
+    counts = {o.value: execution.count(o) for o in Outcome}
+    return Report(
+        recipe=loaded.recipe.name, recipe_file=str(loaded.path), edgebuild_version=__version__,
+        started=started_wall.isoformat(timespec="seconds"),
+        seconds=round(time.perf_counter() - started, 3), exit_code=int(code),
+        stages=stages, targets=targets, counts=counts,
+        machine={"platform": platform.platform(), "machine": platform.machine(),
+                 "cores": os.cpu_count()})
+
+
+def write_reports(report: Report, out: Path) -> None:
+    for name, text in (("report.json", report.model_dump_json(indent=2)),
+                       ("summary.md", markdown(report)), ("junit.xml", junit(report))):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / name)

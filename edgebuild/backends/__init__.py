@@ -1,0 +1,1 @@
+"""Backends: one folder each (compiler + runner). The table is `edgebuild.registry`."""

@@ -1,0 +1,141 @@
+"""Compile = let ONNX Runtime optimize the graph for the target and save the result.
+
+Levels `disable`, `basic` and `extended` produce graphs any ONNX Runtime build
+runs; `all` adds layout transforms specific to the build machine's CPU, so it
+is only valid when the target *is* this machine (docs/backends.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.passes.base import OpResult, TargetInfo
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgebuild.cache.store import Artifact
+
+
+class GraphLevel(str, Enum):
+    DISABLE = "disable"
+    BASIC = "basic"
+    EXTENDED = "extended"
+    ALL = "all"
+
+
+class OrtOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    graph_optimization_level: GraphLevel = Field(
+        GraphLevel.EXTENDED, description="Offline optimization level saved into the artifact."
+    )
+    intra_op_threads: int | None = Field(
+        None, ge=1, description="Threads inside an operator; default: ONNX Runtime's choice."
+    )
+    execution_providers: list[str] = Field(
+        default_factory=lambda: ["CPUExecutionProvider"],
+        description="Execution providers, in priority order.",
+    )
+
+
+def session_options(options: OrtOptions, threads: int | None) -> Any:
+    import onnxruntime as ort
+
+    levels = {
+        GraphLevel.DISABLE: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        GraphLevel.BASIC: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        GraphLevel.EXTENDED: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        GraphLevel.ALL: ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    so = ort.SessionOptions()
+    so.graph_optimization_level = levels[options.graph_optimization_level]
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.inter_op_num_threads = 1
+    chosen = threads or options.intra_op_threads
+    if chosen:
+        so.intra_op_num_threads = chosen
+    so.log_severity_level = 3
+    return so
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    summary = "ONNX Runtime (CPU execution provider)"
+    accepts = ("onnx",)
+    produces = "onnx"
+    Options = OrtOptions
+    tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
+
+    def compile(self, model: Artifact, target: TargetInfo, out: Path) -> OpResult:
+        import onnxruntime as ort
+
+        from edgebuild.passes.onnx_stats import graph_stats
+
+        options = OrtOptions.model_validate(target.options)
+        unknown = set(options.execution_providers) - set(ort.get_available_providers())
+        if unknown:
+            from edgebuild.errors import BackendUnavailable
+
+            raise BackendUnavailable(
+                "onnxruntime", f"execution providers {sorted(unknown)} are not in this build "
+                f"(available: {ort.get_available_providers()})",
+            )
+        so = session_options(options, threads=1)
+        destination = out / "model.onnx"
+        if options.graph_optimization_level is GraphLevel.DISABLE:
+            shutil.copyfile(model.main, destination)
+        else:
+            so.optimized_model_filepath = str(destination)
+            ort.InferenceSession(str(model.main), so, providers=options.execution_providers)
+        return OpResult(
+            main="model.onnx", format="onnx",
+            metadata={
+                "graph_optimization_level": options.graph_optimization_level.value,
+                "before": graph_stats(model.main), "after": graph_stats(destination),
+            },
+        )
+
+    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+        return OrtRunner(artifact.main, OrtOptions.model_validate(target.options), threads)
+
+
+class OrtRunner(Runner):
+    def __init__(self, model: Path, options: OrtOptions, threads: int | None) -> None:
+        super().__init__()
+        self.model = model
+        self.options = options
+        self.threads = threads
+        self._session: Any = None
+
+    def _activate(self) -> None:
+        import onnxruntime as ort
+
+        # The artifact is already optimized; do not spend time re-optimizing.
+        so = session_options(self.options, self.threads)
+        self._session = ort.InferenceSession(
+            str(self.model), so, providers=self.options.execution_providers
+        )
+
+    def _input_metadata(self) -> TensorMeta:
+        dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",
+                  "tensor(int64)": "int64", "tensor(int32)": "int32",
+                  "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
+        return {
+            i.name: (tuple(d if isinstance(d, int) else str(d) for d in i.shape),
+                     dtypes.get(i.type, i.type))
+            for i in self._session.get_inputs()
+        }
+
+    def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self._session.get_outputs()]
+        return dict(zip(names, self._session.run(names, feeds), strict=True))
+
+    def _deactivate(self) -> None:
+        self._session = None

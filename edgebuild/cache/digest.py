@@ -1,0 +1,73 @@
+"""Content digests of files, folders and JSON values (always full sha256 hex)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def digest_json(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def digest_file(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+class StatCache:
+    """Remembers file digests by (path, size, mtime) so re-planning does not rehash data.
+
+    A digest is trusted only while size and nanosecond mtime are unchanged; the
+    cache itself is a JSON file written atomically, so concurrent runs at worst
+    recompute a digest.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: dict[str, list[Any]] | None = None
+        self._dirty = False
+
+    def _load(self) -> dict[str, list[Any]]:
+        if self._entries is None:
+            try:
+                self._entries = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                self._entries = {}
+        return self._entries
+
+    def digest(self, path: Path) -> str:
+        resolved = path.resolve()
+        stat = resolved.stat()
+        entries = self._load()
+        key = str(resolved)
+        hit = entries.get(key)
+        if hit and hit[0] == stat.st_size and hit[1] == stat.st_mtime_ns:
+            return str(hit[2])
+        value = digest_file(resolved)
+        entries[key] = [stat.st_size, stat.st_mtime_ns, value]
+        self._dirty = True
+        return value
+
+    def save(self) -> None:
+        if not self._dirty or self._entries is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self._entries))
+        tmp.replace(self.path)
+        self._dirty = False

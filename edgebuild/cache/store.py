@@ -1,0 +1,205 @@
+"""The content-addressed artifact store.
+
+Layout under the cache root::
+
+    objects/ab/abcdef…(64 hex)/   one finished entry: artifact.json + the files
+    tmp/<key>.<pid>.<random>/      an entry being written (never read)
+    trash/                         entries being deleted
+
+An entry appears only by `rename(tmp/…, objects/…)`, which is atomic on one
+filesystem, so a reader sees a whole entry or none; a worker killed mid-write
+leaves only a folder in tmp/ that `gc` removes. When two runs finish the same
+key, the second rename fails and that run simply adopts the first entry.
+Entries are verified against their recorded digests when reused; a corrupt
+one is moved to trash with a warning and rebuilt, never used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgebuild.cache.digest import digest_file, digest_json
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "artifact.json"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What a stage produced: a folder of files with digests, a format and metadata.
+
+    It is the only thing that passes between stages, and it is plain data, so a
+    stage can run in another process or on another machine.
+    """
+
+    key: str
+    format: str
+    path: Path
+    files: dict[str, str]  # relative name -> sha256
+    sizes: dict[str, int]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+    @property
+    def digest(self) -> str:
+        """Digest of the content alone (not the key), so equal outputs compare equal."""
+        return digest_json({"format": self.format, "files": self.files})
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def main(self) -> Path:
+        """The primary file (e.g. model.onnx), named by the producing op."""
+        return self.path / str(self.metadata.get("main", next(iter(self.files), "")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "format": self.format, "path": str(self.path),
+            "files": self.files, "sizes": self.sizes, "metadata": self.metadata,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Artifact:
+        return cls(
+            key=data["key"], format=data["format"], path=Path(data["path"]),
+            files=dict(data["files"]), sizes=dict(data["sizes"]),
+            metadata=dict(data.get("metadata", {})), created=float(data.get("created", 0)),
+        )
+
+
+class Store:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.objects = root / "objects"
+        self.tmp = root / "tmp"
+        self.trash = root / "trash"
+
+    def entry_dir(self, key: str) -> Path:
+        if len(key) != 64:
+            raise ValueError(f"cache keys are 64 hex digits, got {key!r}")
+        return self.objects / key[:2] / key
+
+    # -- reading -------------------------------------------------------------
+
+    def peek(self, key: str) -> Artifact | None:
+        """The entry's manifest without checking its files (for planning)."""
+        manifest = self.entry_dir(key) / MANIFEST
+        try:
+            data = json.loads(manifest.read_text())
+            return Artifact.from_json({**data, "path": str(manifest.parent)})
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def lookup(self, key: str) -> Artifact | None:
+        """A verified entry, or None. A corrupt entry is discarded with a warning."""
+        artifact = self.peek(key)
+        if artifact is None:
+            if self.entry_dir(key).exists():
+                self._discard(key, "its manifest is missing or unreadable")
+            return None
+        problem = self.check(artifact)
+        if problem:
+            self._discard(key, problem)
+            return None
+        return artifact
+
+    def check(self, artifact: Artifact) -> str:
+        """'' when every file matches its recorded digest, else what is wrong."""
+        for name, expected in artifact.files.items():
+            file = artifact.path / name
+            if not file.is_file():
+                return f"file {name} is missing"
+            if file.stat().st_size != artifact.sizes.get(name):
+                return f"file {name} has the wrong size"
+            if digest_file(file) != expected:
+                return f"file {name} does not match its recorded digest"
+        return ""
+
+    def entries(self) -> Iterator[Artifact]:
+        if not self.objects.is_dir():
+            return
+        for shard in sorted(self.objects.iterdir()):
+            for entry in sorted(shard.iterdir()):
+                artifact = self.peek(entry.name)
+                if artifact is not None:
+                    yield artifact
+
+    # -- writing -------------------------------------------------------------
+
+    def begin(self, key: str) -> Path:
+        """A fresh private folder for a stage to write its output into."""
+        work = self.tmp / f"{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        work.mkdir(parents=True)
+        return work
+
+    def commit(self, key: str, work: Path, fmt: str, metadata: dict[str, Any]) -> Artifact:
+        """Digest the files in `work`, write the manifest, and publish it atomically."""
+        files: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        for file in sorted(p for p in work.rglob("*") if p.is_file()):
+            name = file.relative_to(work).as_posix()
+            if name == MANIFEST:
+                continue
+            files[name] = digest_file(file)
+            sizes[name] = file.stat().st_size
+        manifest = {
+            "key": key, "format": fmt, "files": files, "sizes": sizes,
+            "metadata": metadata, "created": time.time(),
+        }
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        target = self.entry_dir(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            work.rename(target)
+        except OSError:
+            # Another run published the same key first; theirs is as good as ours.
+            shutil.rmtree(work, ignore_errors=True)
+            existing = self.lookup(key)
+            if existing is None:
+                raise
+            return existing
+        return Artifact.from_json({**manifest, "path": str(target)})
+
+    def abandon(self, work: Path) -> None:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def _discard(self, key: str, reason: str) -> None:
+        log.warning("cache entry %s… is corrupt (%s); discarding it and rebuilding",
+                    key[:12], reason)
+        self.remove(key)
+
+    def remove(self, key: str) -> None:
+        source = self.entry_dir(key)
+        self.trash.mkdir(parents=True, exist_ok=True)
+        doomed = self.trash / f"{key}.{uuid.uuid4().hex[:8]}"
+        try:
+            source.rename(doomed)
+        except OSError:
+            return  # already gone (another run discarded it)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def clean_tmp(self, older_than_s: float = 3600.0) -> int:
+        """Remove abandoned work folders (from killed workers) older than the limit."""
+        removed = 0
+        now = time.time()
+        for folder in (self.tmp, self.trash):
+            if not folder.is_dir():
+                continue
+            for item in folder.iterdir():
+                if now - item.stat().st_mtime >= older_than_s:
+                    shutil.rmtree(item, ignore_errors=True)
+                    removed += 1
+        return removed

@@ -1,0 +1,231 @@
+"""The `edgebuild` command: parse arguments, call `edgebuild.api`, map errors to exit codes.
+
+Kept thin and light: no vendor framework is imported to show help, validate,
+plan, or finish a fully cached run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgebuild import __version__
+from edgebuild.errors import EdgebuildError, ExitCode
+
+if TYPE_CHECKING:
+    from edgebuild.execute.executor import StageRun
+    from edgebuild.plan.stage import Stage
+
+EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
+3 a stage failed. Docs: docs/cli.md"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edgebuild", description="Build, measure and gate ML models for edge hardware.",
+        epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_cache(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--cache-dir", type=Path, default=None,
+                       help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
+
+    p = sub.add_parser("run", help="build every target of a recipe and gate it")
+    p.add_argument("recipe", type=Path)
+    p.add_argument("--out", type=Path, default=None,
+                   help="report and artifact folder (default: build/<recipe name>)")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="stages run in parallel")
+    p.add_argument("--keep-going", action="store_true",
+                   help="after a failed stage, still run everything that does not depend on it")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    with_cache(p)
+
+    p = sub.add_parser("plan", help="show the build graph and what would run")
+    p.add_argument("recipe", type=Path)
+    p.add_argument("--format", choices=("text", "json", "dot", "mermaid"), default="text")
+    with_cache(p)
+
+    p = sub.add_parser("validate", help="check a recipe and its target profiles")
+    p.add_argument("recipe", type=Path)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of recipes (or target profiles)")
+    p.add_argument("--kind", choices=("recipe", "target"), default="recipe")
+
+    sub.add_parser("targets", help="list the target profiles")
+    sub.add_parser("passes", help="list the passes")
+
+    p = sub.add_parser("cache", help="inspect or clean the artifact cache")
+    p.add_argument("action", choices=("ls", "verify", "gc"))
+    p.add_argument("--older-than-days", type=float, default=30.0,
+                   help="gc: remove entries created longer ago than this")
+    with_cache(p)
+    return parser
+
+
+class ProgressPrinter:
+    """One line per stage event on stderr; fine in a terminal and in CI logs."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+
+    def __call__(self, event: str, item: StageRun | Stage) -> None:
+        from edgebuild.execute.executor import StageRun
+
+        if event == "start" and not isinstance(item, StageRun):
+            print(f"        run     {item.id} ...", file=sys.stderr, flush=True)
+            return
+        if not isinstance(item, StageRun):
+            return
+        self.done += 1
+        timing = f" {item.seconds:.1f}s" if item.seconds else ""
+        note = f"  {item.message}" if item.message else ""
+        print(f"[{self.done:>2}/{self.total}] {item.outcome.value:<7} {item.stage.id}{timing}{note}",
+              file=sys.stderr, flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from edgebuild import api
+    from edgebuild.execute.executor import FailurePolicy
+    from edgebuild.plan.planner import build_plan
+
+    loaded = api.load(args.recipe)
+    total = len(build_plan(loaded).graph)
+    options = api.RunOptions(
+        out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
+        policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
+        progress=None if args.quiet else ProgressPrinter(total))
+    report = api.run(loaded, options)
+    out = args.out or Path("build") / report.recipe
+    built = report.counts.get("built", 0)
+    cached = report.counts.get("cached", 0)
+    summary = (f"{built} stage(s) executed, {cached} cached" if built
+               else f"0 stages executed: all {cached} cached")
+    print(f"\n{summary} ({report.seconds:.2f} s)")
+    for target in report.targets:
+        for gate in target.gates:
+            mark = "PASS" if gate.status.value == "passed" else gate.status.value.upper()
+            print(f"  {mark:<12} {gate.name}: {gate.message}")
+        if not target.gates:
+            print(f"  {'NO GATES':<12} {target.name}: nothing is gated")
+    for stage in report.stages:
+        if stage.outcome == "failed":
+            print(f"\nstage '{stage.id}' failed: {stage.message}\n  log: {stage.log}",
+                  file=sys.stderr)
+    if report.counts.get("failed"):
+        done = built + cached
+        print(f"\nto resume: fix the cause and run the same command again; the {done} "
+              f"stage(s) that finished are cached and will not run again.", file=sys.stderr)
+    print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml")
+    return report.exit_code
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from edgebuild import api
+    from edgebuild.plan.render import render
+
+    built, status = api.plan(args.recipe, args.cache_dir)
+    print(render(built, status, args.format))
+    return ExitCode.OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from edgebuild import api
+    from edgebuild.plan.planner import build_plan
+
+    loaded = api.load(args.recipe)
+    built = build_plan(loaded)
+    print(f"{args.recipe}: valid ({len(loaded.targets)} target(s), {len(built.graph)} stages)")
+    return ExitCode.OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from edgebuild.recipe.schema import json_schema
+
+    print(json.dumps(json_schema(args.kind), indent=2))
+    return ExitCode.OK
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.registry import backend_entry
+
+    profiles = load_profiles(profile_dirs(Path.cwd() / "recipe.yaml"))
+    for name, loaded in sorted(profiles.items()):
+        p = loaded.profile
+        entry = backend_entry(p.backend)
+        status = "" if entry.implemented else "  [backend not available yet]"
+        print(f"{name:<18} {p.backend:<12} {p.device.name}{status}")
+    return ExitCode.OK
+
+
+def cmd_passes(args: argparse.Namespace) -> int:
+    from edgebuild.registry import PASSES, pass_names
+
+    for name in pass_names():
+        entry = PASSES.get(name)
+        print(f"{name:<16} {entry.summary if entry else '(plugin)'}")
+    return ExitCode.OK
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from edgebuild import api
+    from edgebuild.cache.store import Store
+
+    store = Store(args.cache_dir or api.default_cache_dir())
+    if args.action == "ls":
+        total = 0
+        for artifact in store.entries():
+            total += artifact.size_bytes
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(artifact.created))
+            print(f"{artifact.key[:16]}  {artifact.format:<10} {artifact.size_bytes / 1e6:8.2f} MB"
+                  f"  {when}  {artifact.metadata.get('stage', '?')}")
+        print(f"{store.root}: {total / 1e6:.1f} MB")
+        return ExitCode.OK
+    if args.action == "verify":
+        bad = 0
+        count = 0
+        for artifact in store.entries():
+            count += 1
+            problem = store.check(artifact)
+            if problem:
+                bad += 1
+                print(f"corrupt {artifact.key}: {problem} (removed)")
+                store.remove(artifact.key)
+        print(f"{count} entries checked, {bad} corrupt")
+        return ExitCode.STAGE_FAILED if bad else ExitCode.OK
+    cutoff = time.time() - args.older_than_days * 86400
+    removed = store.clean_tmp()
+    for artifact in list(store.entries()):
+        if artifact.created < cutoff:
+            store.remove(artifact.key)
+            removed += 1
+    print(f"removed {removed} item(s) from {store.root}")
+    return ExitCode.OK
+
+
+COMMANDS = {"run": cmd_run, "plan": cmd_plan, "validate": cmd_validate, "schema": cmd_schema,
+            "targets": cmd_targets, "passes": cmd_passes, "cache": cmd_cache}
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+    args = _parser().parse_args(argv)
+    try:
+        return int(COMMANDS[args.command](args))
+    except EdgebuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted; finished stages are cached", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

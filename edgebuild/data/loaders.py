@@ -1,0 +1,212 @@
+"""Load a declared dataset into arrays, with deterministic sampling.
+
+Every kind returns `Samples`: one array per model input (first axis = sample)
+and optional integer labels. Which samples are kept depends only on the
+dataset's content, `limit` and `seed`, so a cached stage stays valid.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebuild.cache.digest import StatCache, digest_json
+from edgebuild.errors import DataError, EdgebuildError
+from edgebuild.recipe.datasets import (
+    CallableDataset,
+    DatasetSpec,
+    IdxFiles,
+    ImageFolder,
+    Normalize,
+    NpzFile,
+)
+from edgebuild.recipe.files import load_callable, module_file, resolve_file, split_callable
+
+
+@dataclass
+class Samples:
+    inputs: dict[str, np.ndarray]
+    labels: np.ndarray | None
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def feed(self, index: int) -> dict[str, np.ndarray]:
+        """Inputs of one sample, batch dimension kept (shape 1×…)."""
+        return {k: v[index : index + 1] for k, v in self.inputs.items()}
+
+
+def choose(count: int, limit: int | None, seed: int) -> np.ndarray:
+    """Indices of the samples to keep: all, or `limit` chosen with `seed`, in order."""
+    if limit is None or limit >= count:
+        return np.arange(count)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(count, size=limit, replace=False))
+
+
+def _image_files(spec: ImageFolder, base_dir: Path) -> list[Path]:
+    root = resolve_file(spec.path, base_dir)
+    if not root.is_dir():
+        raise DataError(f"image folder {root} does not exist")
+    files = sorted({f for pattern in spec.patterns for f in root.rglob(pattern) if f.is_file()})
+    if not files:
+        raise DataError(f"image folder {root} has no files matching {spec.patterns}")
+    return files
+
+
+def _files_of(spec: DatasetSpec, base_dir: Path) -> list[Path]:
+    if isinstance(spec, ImageFolder):
+        return _image_files(spec, base_dir)
+    if isinstance(spec, IdxFiles):
+        refs = [spec.images] + ([spec.labels] if spec.labels is not None else [])
+        return [resolve_file(r, base_dir) for r in refs]
+    if isinstance(spec, NpzFile):
+        return [resolve_file(spec.path, base_dir)]
+    module, _ = split_callable(spec.function)
+    source = module_file(module, base_dir)
+    return [source] if source is not None else []
+
+
+def dataset_digest(spec: DatasetSpec, base_dir: Path, stats: StatCache) -> str:
+    """Digest of everything that decides the samples: the spec and each file's content."""
+    files = _files_of(spec, base_dir)
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise DataError(f"dataset file not found: {missing[0]}")
+    root = resolve_file(spec.path, base_dir) if isinstance(spec, ImageFolder) else None
+    names = [str(f.relative_to(root)) if root else f.name for f in files]
+    return digest_json({
+        "spec": spec.model_dump(mode="json"),
+        "files": [[n, stats.digest(f)] for n, f in zip(names, files, strict=True)],
+    })
+
+
+def load_dataset(spec: DatasetSpec, base_dir: Path, input_names: list[str],
+                 name: str = "dataset") -> Samples:
+    """Load and sample a dataset; DataError names the dataset on any problem."""
+    try:
+        samples = _load(spec, base_dir, spec.input or input_names[0])
+    except EdgebuildError as exc:
+        raise DataError(f"dataset '{name}': {exc.message}", exc.hint) from exc
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"dataset '{name}': {exc}") from exc
+    if len(samples) == 0:
+        raise DataError(f"dataset '{name}' is empty")
+    return samples
+
+
+def _load(spec: DatasetSpec, base_dir: Path, input_name: str) -> Samples:
+    if isinstance(spec, ImageFolder):
+        files = _image_files(spec, base_dir)
+        keep = choose(len(files), spec.limit, spec.seed)
+        chosen = [files[i] for i in keep]
+        images = np.stack([_read_image(f, spec) for f in chosen])
+        labels = None
+        if spec.labels == "folders":
+            classes = sorted({f.parent.name for f in files})
+            labels = np.array([classes.index(f.parent.name) for f in chosen], dtype=np.int64)
+        return Samples({input_name: images}, labels, [f.name for f in chosen])
+    if isinstance(spec, IdxFiles):
+        raw = read_idx(resolve_file(spec.images, base_dir))
+        keep = choose(len(raw), spec.limit, spec.seed)
+        x = raw[keep].astype(np.float32)
+        if x.ndim == 3:
+            x = x[:, :, :, None]  # N×H×W -> N×H×W×1
+        x = _normalize(x, spec.preprocess)
+        labels = None
+        if spec.labels is not None:
+            labels = read_idx(resolve_file(spec.labels, base_dir))[keep].astype(np.int64)
+        return Samples({input_name: x}, labels, [f"#{i}" for i in keep])
+    if isinstance(spec, NpzFile):
+        with np.load(resolve_file(spec.path, base_dir)) as archive:
+            mapping = spec.arrays or {input_name: "x"}
+            absent = [a for a in [*mapping.values(), spec.labels] if a and a not in archive]
+            if absent:
+                raise DataError(f"array '{absent[0]}' not in the file; it has {archive.files}")
+            arrays = {k: archive[v] for k, v in mapping.items()}
+            count = len(next(iter(arrays.values())))
+            keep = choose(count, spec.limit, spec.seed)
+            labels = archive[spec.labels][keep] if spec.labels else None
+        return Samples({k: v[keep] for k, v in arrays.items()}, labels, [f"#{i}" for i in keep])
+    return _load_callable(spec, base_dir, input_name)
+
+
+def _load_callable(spec: CallableDataset, base_dir: Path, input_name: str) -> Samples:
+    function = load_callable(spec.function, base_dir)
+    if not callable(function):
+        raise DataError(f"'{spec.function}' is not callable")
+    result: Any = function(**spec.kwargs)
+    inputs, labels = result if isinstance(result, tuple) else (result, None)
+    if not isinstance(inputs, dict):
+        inputs = {input_name: inputs}
+    arrays = {k: np.asarray(v) for k, v in inputs.items()}
+    count = len(next(iter(arrays.values())))
+    keep = choose(count, spec.limit, spec.seed)
+    return Samples({k: v[keep] for k, v in arrays.items()},
+                   None if labels is None else np.asarray(labels)[keep],
+                   [f"#{i}" for i in keep])
+
+
+def _normalize(x: np.ndarray, spec: Normalize) -> np.ndarray:
+    """x is N×H×W×C float32 of raw values; returns normalized in the declared layout."""
+    channels = x.shape[-1]
+    for field, values in (("mean", spec.mean), ("std", spec.std)):
+        if len(values) not in (1, channels):
+            raise DataError(f"preprocess.{field} has {len(values)} values for "
+                            f"{channels}-channel images")
+    mean = np.asarray(spec.mean, dtype=np.float32)
+    std = np.asarray(spec.std, dtype=np.float32)
+    x = (x * np.float32(spec.scale) - mean) / std
+    if spec.layout == "NCHW":
+        x = x.transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
+    from PIL import Image
+
+    pre = spec.preprocess
+    with Image.open(path) as opened:
+        image = opened.convert("L" if pre.color == "gray" else "RGB")
+    if pre.resize:
+        w, h = image.size
+        ratio = pre.resize / min(w, h)
+        image = image.resize((max(1, round(w * ratio)), max(1, round(h * ratio))),
+                             Image.Resampling.BILINEAR)
+    if pre.center_crop:
+        w, h = image.size
+        c = pre.center_crop
+        if c > min(w, h):
+            raise DataError(f"{path.name}: center_crop {c} is larger than the image {w}×{h}",
+                            "set preprocess.resize to at least the crop size")
+        left, top = (w - c) // 2, (h - c) // 2
+        image = image.crop((left, top, left + c, top + c))
+    array = np.asarray(image, dtype=np.float32)
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if pre.color == "bgr":
+        array = array[:, :, ::-1]
+    return _normalize(array[None], pre)[0]
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format), gzip-compressed or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        data = handle.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise DataError(f"{path} is not an IDX file (bad magic number)")
+    dtypes = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if data[2] not in dtypes:
+        raise DataError(f"{path}: unknown IDX element type 0x{data[2]:02x}")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    array = np.frombuffer(data, dtype=dtypes[data[2]], offset=4 + 4 * ndim)
+    if array.size != int(np.prod(shape)):
+        raise DataError(f"{path}: header says {shape} but the file holds {array.size} values")
+    return array.reshape(shape)

@@ -1,0 +1,120 @@
+"""One exception tree for everything edgebuild reports to a user.
+
+Each exception builds its own message and hint, and knows its exit code, so
+the CLI can print one clear paragraph and exit without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The documented exit codes of `edgebuild` (docs/cli.md)."""
+
+    OK = 0
+    GATE_FAILED = 1
+    USAGE = 2
+    STAGE_FAILED = 3
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A 'did you mean ...?' hint for a misspelt name, or '' when nothing is close."""
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+class EdgebuildError(Exception):
+    """Root of every error edgebuild raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a YAML file something was written (1-based line and column)."""
+
+    file: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.file
+        if self.column is None:
+            return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem: where, which key, what is wrong, and a hint."""
+
+    location: Location
+    key: str
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        key = f" {self.key}:" if self.key else ""
+        text = f"{self.location}:{key} {self.message}"
+        return f"{text}\n    hint: {self.hint}" if self.hint else text
+
+
+class RecipeError(EdgebuildError):
+    """The recipe or a target profile is invalid. Carries every problem found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        noun = "problem" if len(problems) == 1 else "problems"
+        body = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"invalid configuration ({len(problems)} {noun}):\n{body}")
+
+
+class PlanError(EdgebuildError):
+    """The recipe is valid on its own but cannot be turned into a build graph."""
+
+
+class BackendUnavailable(EdgebuildError):
+    """A backend or tool is not installed or not implemented; names the pip extra."""
+
+    exit_code = ExitCode.STAGE_FAILED
+
+    def __init__(self, backend: str, reason: str, extra: str | None = None) -> None:
+        hint = f"pip install 'edgebuild[{extra}]'" if extra else ""
+        super().__init__(f"backend '{backend}' is not available: {reason}", hint)
+        self.backend = backend
+        self.extra = extra
+
+
+class DataError(EdgebuildError):
+    """A dataset is missing, empty, or does not match the model's inputs."""
+
+
+class StageError(EdgebuildError):
+    """A stage failed while running; names the stage and its log file."""
+
+    exit_code = ExitCode.STAGE_FAILED
+
+
+class GateFailed(EdgebuildError):
+    """At least one gate did not pass."""
+
+    exit_code = ExitCode.GATE_FAILED
+
+
+class CacheCorrupt(EdgebuildError):
+    """A cache entry's files do not match their recorded digests."""
+
+    exit_code = ExitCode.STAGE_FAILED

@@ -1,0 +1,1 @@
+"""Running a plan: local worker processes now, a Dask cluster later."""

@@ -1,0 +1,1 @@
+"""Gates: accuracy, latency and size, evaluated from cached measurements."""

@@ -1,0 +1,128 @@
+"""Evaluate a target's gates from the artifacts its stages produced.
+
+Pure functions of cached data: a fully cached run re-evaluates every gate in
+milliseconds, and a changed limit never forces a re-measurement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
+from edgebuild.gates.accuracy import accuracy_metrics
+from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.plan.planner import TargetStages
+from edgebuild.recipe.models import AccuracyGate, Gates, LatencyGate, Policy, Unmeasurable
+
+# gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
+ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
+    "min_top1": ("top1", ">="),
+    "min_top5": ("top5", ">="),
+    "max_top1_drop": ("top1_drop", "<="),
+    "min_top1_agreement": ("top1_agreement", ">="),
+    "min_cosine": ("cosine", ">="),
+    "max_abs_error": ("max_abs_error", "<="),
+}
+
+
+def evaluate_target(target: str, gates: Gates, stages: TargetStages,
+                    execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+    results = []
+    if gates.accuracy is not None:
+        results.append(_accuracy(target, gates.accuracy, stages, execution, policy))
+    if gates.latency is not None:
+        results.append(_latency(target, gates.latency, stages, execution, policy))
+    if gates.size is not None:
+        compiled = execution.runs.get(stages.compiled)
+        if compiled is None or compiled.artifact is None:
+            results.append(_not_run(target, "size", compiled))
+        else:
+            size_mb = compiled.artifact.size_bytes / 1e6
+            ok = size_mb <= gates.size.max_mb
+            results.append(GateResult(
+                target=target, gate="size", status=_status(ok), counts_as_failure=not ok,
+                measured={"mb": round(size_mb, 3)}, limits={"max_mb": gates.size.max_mb},
+                message=f"artifact is {size_mb:.2f} MB "
+                        f"({'within' if ok else 'over'} the {gates.size.max_mb:g} MB limit)"))
+    return results
+
+
+def _status(ok: bool) -> GateStatus:
+    return GateStatus.PASSED if ok else GateStatus.FAILED
+
+
+def _not_run(target: str, gate: str, run: StageRun | None) -> GateResult:
+    why = f"stage '{run.stage.id}' {run.outcome.value}" if run else "its stage did not run"
+    return GateResult(target=target, gate=gate, status=GateStatus.NOT_RUN,
+                      counts_as_failure=True, message=f"nothing measured: {why}")
+
+
+def _blocked(target: str, gate: str, run: StageRun | None, policy: Policy) -> GateResult | None:
+    """A result when the measuring stage produced nothing, else None."""
+    if run is not None and run.outcome is Outcome.UNMEASURABLE:
+        fails = policy.unmeasurable is Unmeasurable.FAIL
+        return GateResult(
+            target=target, gate=gate, status=GateStatus.UNMEASURABLE, counts_as_failure=fails,
+            message=f"{run.message} (policy.unmeasurable: {policy.unmeasurable.value})")
+    if run is None or run.artifact is None:
+        return _not_run(target, gate, run)
+    return None
+
+
+def _accuracy(target: str, gate: AccuracyGate, stages: TargetStages,
+              execution: ExecutionResult, policy: Policy) -> GateResult:
+    infer = execution.runs.get(stages.infer or "")
+    reference = execution.runs.get(stages.reference or "")
+    blocked = _blocked(target, "accuracy", infer, policy) or \
+        _blocked(target, "accuracy", reference, policy)
+    if blocked:
+        return blocked
+    assert infer and infer.artifact and reference and reference.artifact
+    metrics = accuracy_metrics(infer.artifact.main, reference.artifact.main)
+    limits: dict[str, float] = {}
+    failures: list[str] = []
+    for key, (metric, direction) in ACCURACY_CHECKS.items():
+        limit = getattr(gate, key)
+        if limit is None:
+            continue
+        limits[key] = limit
+        if metric not in metrics:
+            failures.append(f"{metric} cannot be measured: dataset '{gate.dataset}' has no labels")
+            continue
+        value = metrics[metric]
+        ok = value >= limit if direction == ">=" else value <= limit
+        if not ok:
+            failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
+    shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in
+                      ("top1", "top1_agreement", "cosine") if m in metrics)
+    n = int(metrics["samples"])
+    message = (f"on {n} samples of '{gate.dataset}': {shown}" +
+               (f"; failed: {'; '.join(failures)}" if failures else ""))
+    return GateResult(target=target, gate="accuracy", status=_status(not failures),
+                      counts_as_failure=bool(failures), measured=metrics, limits=limits,
+                      details={"dataset": gate.dataset}, message=message)
+
+
+def _latency(target: str, gate: LatencyGate, stages: TargetStages,
+             execution: ExecutionResult, policy: Policy) -> GateResult:
+    run = execution.runs.get(stages.latency or "")
+    blocked = _blocked(target, "latency", run, policy)
+    if blocked:
+        return blocked
+    assert run and run.artifact
+    stats: dict[str, Any] = run.artifact.metadata
+    key = f"p{gate.percentile}"
+    value = float(stats[key])
+    low, high = stats[f"{key}_ci95"]
+    ok = value <= gate.budget_ms
+    note = ""
+    if ok and high > gate.budget_ms:
+        note = " (its 95 % interval reaches past the budget: close to the limit)"
+    message = (f"{key} {value:.3f} ms [95 % CI {low:.3f}–{high:.3f}] over {stats['n']} runs, "
+               f"budget {gate.budget_ms:g} ms{note}")
+    return GateResult(
+        target=target, gate="latency", status=_status(ok), counts_as_failure=not ok,
+        measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")},
+        limits={"budget_ms": gate.budget_ms, "percentile": gate.percentile},
+        details={"ci95": [low, high], "conditions": stats.get("conditions", {})},
+        message=message)

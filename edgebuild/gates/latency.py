@@ -1,0 +1,98 @@
+"""measure-latency: the documented latency protocol (docs/gates.md).
+
+1. Load the artifact with the profile's thread count; feed one seeded input.
+2. Warm up for `warmup_iterations` runs (caches, allocator, JIT paths), discarded.
+3. Time single runs with perf_counter_ns until *both* `min_iterations` runs and
+   `min_seconds` have passed (or `max_iterations`).
+4. Report p50/p90/p99, mean, std and 95 % intervals, with the conditions
+   (threads, CPU model, load average before and after) the numbers came from.
+
+The executor holds the device lock while this runs, so no other stage of the
+same run competes for the cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgebuild.gates.stats import summarize
+from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.passes.torch_model import sample_inputs
+from edgebuild.recipe.common import MeasureSettings
+from edgebuild.registry import backend_tools, load_backend
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def conditions(threads: int | None) -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+class MeasureLatency(Op):
+    name = "measure-latency"
+    version = 1
+    accepts = ("*",)
+    produces = "latency"
+    target_specific = True
+    summary = "time the compiled artifact with the latency protocol"
+
+    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+        assert target is not None
+        return backend_tools(target.backend)
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        assert ctx.target is not None
+        backend = load_backend(ctx.target.backend)
+        reason = backend.unmeasurable_reason(ctx.target)
+        if reason:
+            return OpResult(main="", format="latency", unmeasurable=reason)
+        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
+        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        before = conditions(settings.threads)
+        with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
+            for _ in range(settings.warmup_iterations):
+                runner.infer(feeds)
+            samples = measure(lambda: runner.infer(feeds), settings)
+        after = conditions(settings.threads)
+        np.save(ctx.out / "samples_ms.npy", samples)
+        summary = summarize(samples)
+        summary["conditions"] = {**before, "load_average_after": after["load_average"],
+                                 "settings": settings.model_dump()}
+        (ctx.out / "latency.json").write_text(json.dumps(summary, indent=1))
+        return OpResult(main="latency.json", format="latency", metadata=summary)
+
+
+def measure(run_once: Any, settings: MeasureSettings) -> np.ndarray:
+    """Time `run_once` until both iteration and time minimums are met; ms per run."""
+    times: list[int] = []
+    started = time.perf_counter_ns()
+    min_ns = settings.min_seconds * 1e9
+    while len(times) < settings.max_iterations:
+        t0 = time.perf_counter_ns()
+        run_once()
+        times.append(time.perf_counter_ns() - t0)
+        if len(times) >= settings.min_iterations and time.perf_counter_ns() - started >= min_ns:
+            break
+    return np.asarray(times, dtype=np.float64) / 1e6

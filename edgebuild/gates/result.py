@@ -1,0 +1,33 @@
+"""GateResult: truthy when passed, and carries everything needed to explain itself."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class GateStatus(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    UNMEASURABLE = "unmeasurable"  # this machine cannot measure it; policy decides
+    NOT_RUN = "not-run"  # a stage it depends on failed
+
+
+class GateResult(BaseModel):
+    target: str
+    gate: str  # accuracy | latency | size
+    status: GateStatus
+    counts_as_failure: bool = Field(description="Whether this result fails the run.")
+    measured: dict[str, float] = Field(default_factory=dict)
+    limits: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    message: str = Field(description="One human sentence.")
+
+    def __bool__(self) -> bool:
+        return not self.counts_as_failure
+
+    @property
+    def name(self) -> str:
+        return f"{self.target}.{self.gate}"

@@ -1,0 +1,1 @@
+"""Passes: one per file. The table of names is `edgebuild.registry.PASSES`."""

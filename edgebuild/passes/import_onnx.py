@@ -1,0 +1,31 @@
+"""import-onnx: bring a recipe's existing ONNX file into the cache as an artifact."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any, ClassVar
+
+from edgebuild.passes.base import Op, OpResult, StageContext
+from edgebuild.passes.onnx_stats import graph_stats
+from edgebuild.recipe.files import resolve_file
+from edgebuild.recipe.models import ModelSource
+
+
+class ImportOnnx(Op):
+    name = "import-onnx"
+    version = 1
+    accepts = ("onnx-file",)
+    produces = "onnx"
+    tools: ClassVar[tuple[str, ...]] = ("onnx",)
+    summary = "check and copy the recipe's ONNX file"
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import onnx
+
+        source = ModelSource.model_validate(ctx.recipe["model"])
+        assert source.onnx is not None
+        path = resolve_file(source.onnx, ctx.recipe_dir)
+        onnx.checker.check_model(str(path))
+        shutil.copyfile(path, ctx.out / "model.onnx")
+        return OpResult(main="model.onnx", format="onnx",
+                        metadata={"graph": graph_stats(ctx.out / "model.onnx")})

@@ -1,0 +1,55 @@
+"""Build the recipe's PyTorch model: call the factory, load weights safely, eval()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edgebuild.errors import EdgebuildError
+from edgebuild.recipe.files import load_callable, resolve_file
+from edgebuild.recipe.models import ModelSource
+
+
+def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
+    import torch
+
+    spec = ModelSource.model_validate(source)
+    assert spec.factory is not None  # the planner only sends factory sources here
+    factory = load_callable(spec.factory, base_dir)
+    if not callable(factory):
+        raise EdgebuildError(f"model.factory '{spec.factory}' is not callable")
+    model = factory(*spec.args, **spec.kwargs)
+    if not isinstance(model, torch.nn.Module):
+        raise EdgebuildError(f"model.factory '{spec.factory}' returned "
+                             f"{type(model).__name__}, not a torch.nn.Module")
+    if spec.weights is not None:
+        path = resolve_file(spec.weights, base_dir)
+        # weights_only=True: a checkpoint is data, never code to execute.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(state, dict) and "state_dict" in state:
+            state = state["state_dict"]
+        result = model.load_state_dict(state, strict=False)
+        if result.missing_keys or result.unexpected_keys:
+            raise EdgebuildError(
+                f"weights {path.name} do not fit the model: "
+                f"missing {result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}",
+                "check that model.factory builds the architecture the weights were saved from",
+            )
+    return model.eval()
+
+
+def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int) -> list[dict[str, Any]]:
+    """Seeded random inputs of the declared shapes and dtypes, as numpy arrays."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        feeds = {}
+        for t in tensors:
+            if t["dtype"].startswith("float"):
+                feeds[t["name"]] = rng.standard_normal(t["shape"]).astype(t["dtype"])
+            else:
+                feeds[t["name"]] = rng.integers(0, 10, t["shape"]).astype(t["dtype"])
+        out.append(feeds)
+    return out

@@ -1,0 +1,145 @@
+"""Recipe + target profiles -> a networkx DAG of stages, shared prefixes merged.
+
+Each target's chain is built independently, then identical stages collapse
+into one node, so a recipe with three targets exports the model once::
+
+    export-onnx ── onnx-optimize ─┬─ compile@host-cpu ── measure-latency@host-cpu
+                                  └─ compile@rpi4     ── measure-latency@rpi4
+
+Formats are checked while chaining: each op declares what it accepts and
+produces, and a mismatch is a PlanError naming both stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.cache.digest import canonical_json
+from edgebuild.errors import PlanError
+from edgebuild.plan.stage import Stage
+from edgebuild.recipe.loader import LoadedRecipe
+from edgebuild.recipe.models import PassSpec
+from edgebuild.registry import backend_entry, load_op
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+@dataclass
+class TargetStages:
+    """The stages whose results one target's report is made of."""
+
+    compiled: str
+    reference: str | None = None
+    infer: str | None = None
+    latency: str | None = None
+
+
+@dataclass
+class Plan:
+    recipe: LoadedRecipe
+    graph: nx.DiGraph
+    targets: dict[str, TargetStages] = field(default_factory=dict)
+
+    def stage(self, stage_id: str) -> Stage:
+        stage: Stage = self.graph.nodes[stage_id]["stage"]
+        return stage
+
+    def order(self) -> list[Stage]:
+        """Topological order, ties broken by insertion order so output is stable."""
+        import networkx as nx
+
+        position = {s: i for i, s in enumerate(self.graph.nodes)}
+        ids = nx.lexicographical_topological_sort(self.graph, key=lambda s: position[s])
+        return [self.stage(s) for s in ids]
+
+
+class _Builder:
+    def __init__(self, loaded: LoadedRecipe) -> None:
+        import networkx as nx
+
+        self.loaded = loaded
+        self.graph: nx.DiGraph = nx.DiGraph()
+        self._by_identity: dict[str, str] = {}
+
+    def add(self, op: str, params: dict[str, Any], inputs: dict[str, str],
+            target: str | None = None, **flags: Any) -> str:
+        """Add a stage, or return the id of an identical one already in the graph."""
+        identity = canonical_json([op, params, sorted(inputs.items()), target,
+                                   sorted(flags.items())])
+        if identity in self._by_identity:
+            return self._by_identity[identity]
+        base = f"{op}@{target}" if target else op
+        stage_id, n = base, 1
+        while stage_id in self.graph:
+            n += 1
+            stage_id = f"{base}#{n}"
+        stage = Stage(stage_id, op, canonical_json(params), tuple(sorted(inputs.items())),
+                      target, **flags)
+        self.graph.add_node(stage_id, stage=stage)
+        for upstream in inputs.values():
+            self.graph.add_edge(upstream, stage_id)
+        self._by_identity[identity] = stage_id
+        return stage_id
+
+
+def build_plan(loaded: LoadedRecipe) -> Plan:
+    recipe = loaded.recipe
+    b = _Builder(loaded)
+    plan = Plan(loaded, b.graph)
+    from_torch = recipe.model.factory is not None
+    source: str | None = None
+    if not from_torch:
+        source = b.add("import-onnx", {}, {}, uses_source=True)
+    for name, entry in recipe.targets.items():
+        info = loaded.targets[name]
+        current, fmt, producer = source, "pytorch" if from_torch else "onnx", "model source"
+
+        def chain(op_name: str, params: dict[str, Any], implicit: bool = False) -> None:
+            nonlocal current, fmt, producer
+            op = load_op(op_name)
+            if fmt not in op.accepts and "*" not in op.accepts:
+                if fmt == "pytorch" and "onnx" in op.accepts:
+                    chain("export-onnx", {}, implicit=True)
+                    return chain(op_name, params, implicit)
+                raise PlanError(
+                    f"target '{name}': '{op_name}' takes {' or '.join(op.accepts)}, but "
+                    f"'{producer}' before it produces {fmt}",
+                    f"reorder the passes so that something producing {op.accepts[0]} "
+                    f"comes before '{op_name}'")
+            validated = op.Params.model_validate(params).model_dump(mode="json")
+            inputs = {"model": current} if current else {}
+            current = b.add(op_name, validated, inputs, name if op.target_specific else None,
+                            uses_source=current is None, implicit=implicit)
+            fmt, producer = op.produces, op_name
+
+        passes: list[PassSpec] = [*recipe.passes, *entry.passes]
+        for spec in passes:
+            chain(spec.name, spec.params)
+        backend = backend_entry(info.backend)
+        if fmt not in backend.accepts:
+            if fmt == "pytorch" and "onnx" in backend.accepts:
+                chain("export-onnx", {}, implicit=True)
+            else:
+                raise PlanError(
+                    f"target '{name}': backend '{info.backend}' takes "
+                    f"{' or '.join(backend.accepts)}, but '{producer}' produces {fmt}",
+                    "add or reorder passes so the model reaches a format the backend takes")
+        assert current is not None or from_torch
+        compiled = b.add("compile", {}, {"model": current} if current else {}, name,
+                         uses_source=current is None)
+        stages = TargetStages(compiled=compiled)
+        gates = entry.gates
+        if gates.accuracy is not None:
+            dataset = gates.accuracy.dataset
+            stages.reference = b.add("reference", {"dataset": dataset},
+                                     {"model": source} if source else {},
+                                     uses_source=True, datasets=(dataset,))
+            stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
+                                 datasets=(dataset,), measures=True)
+        if gates.latency is not None:
+            stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
+                                   measures=True)
+        plan.targets[name] = stages
+    return plan

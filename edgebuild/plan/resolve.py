@@ -1,0 +1,110 @@
+"""Compute stage keys from upstream artifacts, and what a plan would rebuild.
+
+A key needs the *content digest* of each input, which exists only once the
+input is built. So walking the graph in order, a stage's key is known when all
+its inputs are cached (or were just built); below the first stage to run,
+everything is "to run".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+
+from edgebuild.cache.digest import StatCache, digest_json
+from edgebuild.cache.keys import stage_key
+from edgebuild.cache.store import Artifact, Store
+from edgebuild.data import dataset_digest
+from edgebuild.errors import DataError, EdgebuildError
+from edgebuild.plan.planner import Plan
+from edgebuild.plan.stage import Stage
+from edgebuild.recipe.files import module_file, resolve_file, split_callable
+from edgebuild.registry import load_op
+
+
+class StageState(str, Enum):
+    CACHED = "cached"
+    TO_RUN = "to-run"
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    state: StageState
+    key: str | None  # None when an upstream stage still has to run
+    artifact: Artifact | None = None
+
+
+class KeyResolver:
+    def __init__(self, plan: Plan, store: Store) -> None:
+        self.plan = plan
+        self.store = store
+        self.stats = StatCache(store.root / "file-digests.json")
+        self._datasets: dict[str, str] = {}
+
+    @cached_property
+    def source_digest(self) -> str:
+        """Digest of the model source: its declaration plus every file it reads."""
+        loaded = self.plan.recipe
+        model = loaded.recipe.model
+        files = {}
+        if model.onnx is not None:
+            files["onnx"] = resolve_file(model.onnx, loaded.base_dir)
+        if model.weights is not None:
+            files["weights"] = resolve_file(model.weights, loaded.base_dir)
+        if model.factory is not None:
+            module, _ = split_callable(model.factory)
+            try:
+                source = module_file(module, loaded.base_dir)
+            except EdgebuildError as exc:
+                raise DataError(f"model.factory: {exc.message}", exc.hint) from None
+            if source is not None:
+                files["factory"] = source
+        for role, path in files.items():
+            if not path.is_file():
+                raise DataError(f"model.{role}: file {path} not found")
+        return digest_json({
+            "model": model.model_dump(mode="json"),
+            "files": {role: self.stats.digest(path) for role, path in files.items()},
+        })
+
+    def dataset(self, name: str) -> str:
+        if name not in self._datasets:
+            loaded = self.plan.recipe
+            spec = loaded.recipe.datasets[name]
+            try:
+                self._datasets[name] = dataset_digest(spec, loaded.base_dir, self.stats)
+            except EdgebuildError as exc:
+                raise DataError(f"dataset '{name}': {exc.message}", exc.hint) from None
+        return self._datasets[name]
+
+    def key(self, stage: Stage, inputs: dict[str, Artifact]) -> str:
+        op = load_op(stage.op)
+        recipe = self.plan.recipe.recipe
+        target = self.plan.recipe.targets[stage.target] if stage.target else None
+        return stage_key(
+            op=stage.op, op_version=op.version, params=stage.params,
+            inputs={role: a.digest for role, a in inputs.items()},
+            datasets={d: self.dataset(d) for d in stage.datasets},
+            source=self.source_digest if stage.uses_source else None,
+            io={"inputs": [t.model_dump(mode="json") for t in recipe.inputs],
+                "outputs": recipe.outputs},
+            target=digest_json(target.profile) if target else None,
+            tools=op().tool_names(target),
+        )
+
+    def status(self) -> dict[str, StageStatus]:
+        """Cached or to-run for every stage, without running or verifying anything."""
+        result: dict[str, StageStatus] = {}
+        for stage in self.plan.order():
+            upstream = {role: result[sid] for role, sid in stage.inputs}
+            if any(s.artifact is None for s in upstream.values()):
+                result[stage.id] = StageStatus(StageState.TO_RUN, None)
+                continue
+            inputs = {role: s.artifact for role, s in upstream.items() if s.artifact}
+            key = self.key(stage, inputs)
+            artifact = self.store.peek(key)
+            state = StageState.CACHED if artifact else StageState.TO_RUN
+            result[stage.id] = StageStatus(state, key, artifact)
+        self.stats.save()
+        return result

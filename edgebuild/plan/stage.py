@@ -1,0 +1,29 @@
+"""Stage: one node of the build graph. Frozen and hashable; plain data only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stage:
+    id: str  # unique in the plan, human readable: "export-onnx", "compile@host-cpu"
+    op: str  # name in the registry
+    params_json: str  # canonical JSON of the validated params
+    inputs: tuple[tuple[str, str], ...] = ()  # (role, upstream stage id)
+    target: str | None = None  # set for target-specific stages
+    datasets: tuple[str, ...] = ()  # datasets whose content enters the key
+    uses_source: bool = False  # reads the recipe's model source (factory, weights, ONNX)
+    measures: bool = False  # a measurement: holds the device lock, never overlaps work
+    implicit: bool = False  # added by the planner, not written in the recipe
+
+    @property
+    def params(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.params_json)
+        return value
+
+    @property
+    def upstream(self) -> list[str]:
+        return [stage_id for _, stage_id in self.inputs]

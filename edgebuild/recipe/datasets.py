@@ -1,0 +1,91 @@
+"""Dataset declarations: where samples come from and how they are prepared.
+
+Loading happens in `edgebuild.data`; this module is schema only, so that
+validating a recipe never touches the data.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from edgebuild.recipe.common import FileRef, Strict
+
+
+class Sampling(Strict):
+    """Deterministic sampling shared by every dataset kind."""
+
+    limit: int | None = Field(None, ge=1, description="Use at most this many samples.")
+    seed: int = Field(0, description="Seed of the sample choice when `limit` cuts the set.")
+    input: str | None = Field(
+        None, description="Model input fed by this dataset; default: the first input."
+    )
+
+
+class Normalize(Strict):
+    """`(value * scale - mean) / std`, per channel."""
+
+    scale: float = Field(1.0, description="Multiplies raw pixel values (0..255) first.")
+    mean: list[float] = Field(default_factory=lambda: [0.0])
+    std: list[float] = Field(default_factory=lambda: [1.0])
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+
+    @model_validator(mode="after")
+    def _std_not_zero(self) -> Normalize:
+        if any(s == 0 for s in self.std):
+            raise ValueError("std must not contain 0")
+        return self
+
+
+class ImagePreprocess(Normalize):
+    resize: int | None = Field(None, ge=1, description="Resize the shorter side to this.")
+    center_crop: int | None = Field(None, ge=1, description="Then crop a square of this size.")
+    color: Literal["rgb", "bgr", "gray"] = "rgb"
+
+
+class ImageFolder(Sampling):
+    """Image files; labels from sub-folder names when `labels: folders`."""
+
+    kind: Literal["images"]
+    path: FileRef = Field(description="Folder of images (searched recursively).")
+    patterns: list[str] = Field(
+        default_factory=lambda: ["*.jpg", "*.jpeg", "*.png"],
+        description="Glob patterns of the files to use.",
+    )
+    labels: Literal["none", "folders"] = "none"
+    preprocess: ImagePreprocess = Field(default_factory=ImagePreprocess)  # type: ignore[arg-type]
+
+
+class IdxFiles(Sampling):
+    """MNIST-style IDX files (optionally gzip-compressed)."""
+
+    kind: Literal["idx"]
+    images: FileRef
+    labels: FileRef | None = None
+    preprocess: Normalize = Field(default_factory=Normalize)  # type: ignore[arg-type]
+
+
+class NpzFile(Sampling):
+    """A NumPy `.npz` archive: one array per model input, plus optional labels."""
+
+    kind: Literal["npz"]
+    path: FileRef
+    arrays: dict[str, str] = Field(
+        default_factory=dict,
+        description="Model input name -> array name in the file; default: input -> `x`.",
+    )
+    labels: str | None = Field(None, description="Name of the label array, if any.")
+
+
+class CallableDataset(Sampling):
+    """A Python function returning `(inputs, labels)`; see docs/datasets.md."""
+
+    kind: Literal["callable"]
+    function: str = Field(description="`package.module:fn` or `path/to/file.py:fn`.")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+DatasetSpec = Annotated[
+    ImageFolder | IdxFiles | NpzFile | CallableDataset, Field(discriminator="kind")
+]

@@ -1,0 +1,183 @@
+"""Load a recipe and the target profiles it names, and check them together."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
+from edgebuild.passes.base import TargetInfo
+from edgebuild.recipe.models import PassSpec, Recipe
+from edgebuild.recipe.targets import TargetProfile
+from edgebuild.recipe.validate import validate
+from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml
+
+BUILTIN_TARGETS = Path(__file__).resolve().parents[2] / "targets"
+TARGETS_ENV = "EDGEBUILD_TARGETS"
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    profile: TargetProfile
+    doc: LoadedYaml
+
+
+@dataclass(frozen=True)
+class LoadedRecipe:
+    path: Path
+    recipe: Recipe
+    doc: LoadedYaml
+    targets: dict[str, TargetInfo]  # recipe target name -> resolved profile
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def profile_dirs(recipe_path: Path | None = None) -> list[Path]:
+    """Where profiles are looked up, first match wins.
+
+    `$EDGEBUILD_TARGETS` (path list), then a `targets/` folder beside the recipe
+    or in any parent folder (a project's own profiles), then the built-in ones.
+    """
+    dirs = [Path(p) for p in os.environ.get(TARGETS_ENV, "").split(os.pathsep) if p]
+    if recipe_path is not None:
+        for parent in recipe_path.resolve().parents:
+            if (parent / "targets").is_dir():
+                dirs.append(parent / "targets")
+                break
+    dirs.append(BUILTIN_TARGETS)
+    unique: list[Path] = []
+    for d in dirs:
+        if d.resolve() not in [u.resolve() for u in unique]:
+            unique.append(d)
+    return unique
+
+
+def load_profiles(dirs: list[Path]) -> dict[str, LoadedProfile]:
+    profiles: dict[str, LoadedProfile] = {}
+    problems: list[Problem] = []
+    for folder in dirs:
+        if not folder.is_dir():
+            continue
+        for file in sorted(folder.glob("*.yaml")):
+            if file.stem in profiles:
+                continue
+            doc = load_yaml(file)
+            profile, found = validate(TargetProfile, doc)
+            problems.extend(found)
+            if profile is None:
+                continue
+            if profile.name != file.stem:
+                location, _ = doc.locate(("name",))
+                problems.append(Problem(location, "name",
+                                        f"profile name '{profile.name}' differs from the file name",
+                                        f"rename the file to {profile.name}.yaml"))
+                continue
+            profiles[profile.name] = LoadedProfile(profile, doc)
+    if problems:
+        raise RecipeError(problems)
+    return profiles
+
+
+def load_recipe(path: Path, targets_dirs: list[Path] | None = None) -> LoadedRecipe:
+    """Parse, validate and cross-check a recipe; RecipeError lists every problem."""
+    doc = load_yaml(path)
+    if isinstance(doc.data, dict):
+        doc.data.setdefault("name", path.stem)
+    recipe, problems = validate(Recipe, doc)
+    if recipe is None:
+        raise RecipeError(problems)
+    profiles = load_profiles(targets_dirs if targets_dirs is not None else profile_dirs(path))
+    checker = _CrossCheck(recipe, doc, profiles)
+    targets = checker.run()
+    if checker.problems:
+        raise RecipeError(checker.problems)
+    return LoadedRecipe(path, recipe, doc, targets)
+
+
+class _CrossCheck:
+    """Checks that need more than one part of the recipe, or the profiles."""
+
+    def __init__(self, recipe: Recipe, doc: LoadedYaml,
+                 profiles: dict[str, LoadedProfile]) -> None:
+        self.recipe = recipe
+        self.doc = doc
+        self.profiles = profiles
+        self.problems: list[Problem] = []
+
+    def _add(self, loc: tuple[str, ...], message: str, hint: str = "") -> None:
+        location, found = self.doc.locate(loc)
+        self.problems.append(Problem(location, ".".join(found or loc), message, hint))
+
+    def run(self) -> dict[str, TargetInfo]:
+        self._passes(self.recipe.passes, ("passes",))
+        inputs = [t.name for t in self.recipe.inputs]
+        for name, dataset in self.recipe.datasets.items():
+            if dataset.input is not None and dataset.input not in inputs:
+                self._add(("datasets", name, "input"), f"no model input '{dataset.input}'",
+                          did_you_mean(dataset.input, inputs) or f"inputs: {', '.join(inputs)}")
+        targets: dict[str, TargetInfo] = {}
+        for name, entry in self.recipe.targets.items():
+            loc = ("targets", name)
+            self._passes(entry.passes, (*loc, "passes"))
+            accuracy = entry.gates.accuracy
+            if accuracy is not None and accuracy.dataset not in self.recipe.datasets:
+                self._add((*loc, "gates", "accuracy", "dataset"),
+                          f"no dataset named '{accuracy.dataset}'",
+                          did_you_mean(accuracy.dataset, self.recipe.datasets)
+                          or "declare it under `datasets:`")
+            profile_name = entry.profile or name
+            loaded = self.profiles.get(profile_name)
+            if loaded is None:
+                self._add((*loc, "profile") if entry.profile else loc,
+                          f"no target profile named '{profile_name}'",
+                          did_you_mean(profile_name, self.profiles)
+                          or "see `edgebuild targets`, or set `profile:`")
+                continue
+            profile = loaded.profile.model_dump(mode="json")
+            profile["options"] = {**profile["options"], **entry.options}
+            if entry.measure is not None:
+                profile["measure"] = entry.measure.apply(loaded.profile.measure).model_dump()
+            self._options(loaded, entry.options, profile, loc)
+            targets[name] = TargetInfo(name, profile)
+        return targets
+
+    def _passes(self, passes: list[PassSpec], loc: tuple[str, ...]) -> None:
+        from edgebuild.registry import load_op, pass_names
+
+        for index, spec in enumerate(passes):
+            here = (*loc, str(index))
+            if spec.name not in pass_names():
+                self._add(here, f"unknown pass '{spec.name}'",
+                          did_you_mean(spec.name, pass_names())
+                          or f"passes: {', '.join(pass_names())}")
+                continue
+            op = load_op(spec.name)
+            _, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
+            self.problems.extend(found)
+
+    def _options(self, loaded: LoadedProfile, overrides: dict[str, Any],
+                 merged: dict[str, Any], loc: tuple[str, ...]) -> None:
+        from edgebuild.registry import backend_entry, load_backend
+
+        try:
+            entry = backend_entry(loaded.profile.backend)
+        except EdgebuildError as exc:
+            location, _ = loaded.doc.locate(("backend",))
+            self.problems.append(Problem(location, "backend", exc.message, exc.hint))
+            return
+        if not entry.implemented:
+            return  # options of a backend we cannot load are checked when it exists
+        options_cls = load_backend(loaded.profile.backend).Options
+        # Report a bad override at the recipe line, a bad profile value in the profile.
+        _, found = validate(options_cls, self.doc, merged["options"], (*loc, "options"))
+        if found and not overrides:
+            _, found = validate(options_cls, loaded.doc, merged["options"], ("options",))
+        self.problems.extend(found)
+
+
+def location_of(doc: LoadedYaml, *keys: str) -> Location:
+    return doc.locate(keys)[0]

@@ -1,0 +1,179 @@
+"""The recipe schema (pydantic v2, unknown keys forbidden).
+
+docs/recipe-reference.md and docs/recipe.schema.json are generated from these
+classes by `edgebuild schema`; change them together.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from edgebuild.recipe.common import FileRef, MeasureOverrides, Strict
+from edgebuild.recipe.datasets import DatasetSpec
+
+TensorDtype = Literal["float32", "float16", "int8", "uint8", "int32", "int64", "bool"]
+
+
+class ModelSource(Strict):
+    """Where the model comes from: a PyTorch factory (+ weights) or an ONNX file."""
+
+    factory: str | None = Field(
+        None,
+        description="`package.module:callable` or `path/to/file.py:callable`; "
+        "attributes may be dotted (`module:Class.from_name`).",
+    )
+    args: list[Any] = Field(default_factory=list, description="Positional factory arguments.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Factory keyword arguments.")
+    weights: FileRef | None = Field(
+        None, description="A state_dict loaded with `torch.load(weights_only=True)`."
+    )
+    onnx: FileRef | None = Field(None, description="An existing ONNX model instead of a factory.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSource:
+        if (self.factory is None) == (self.onnx is None):
+            raise ValueError("give exactly one of `factory` (PyTorch) or `onnx`")
+        if self.onnx is not None and (self.weights is not None or self.args or self.kwargs):
+            raise ValueError("`weights`, `args` and `kwargs` belong to `factory`, not `onnx`")
+        return self
+
+
+class TensorSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+    shape: list[int] = Field(min_length=1, description="Example shape used for export.")
+    dtype: TensorDtype = "float32"
+    dynamic_axes: dict[int, str] = Field(
+        default_factory=dict, description="Axis index -> symbolic name, e.g. `{0: batch}`."
+    )
+
+    @field_validator("shape")
+    @classmethod
+    def _positive(cls, shape: list[int]) -> list[int]:
+        if any(d < 1 for d in shape):
+            raise ValueError("every dimension must be >= 1 (mark variable ones in dynamic_axes)")
+        return shape
+
+
+class PassSpec(Strict):
+    """One pass with its parameters; written `- name` or `- name: {param: value}`."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml_shape(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"name": value, "params": {}}
+        if isinstance(value, dict) and "name" not in value:
+            if len(value) != 1:
+                raise ValueError("write a pass as `- name` or `- name: {params}` (one key)")
+            ((name, params),) = value.items()
+            return {"name": name, "params": params or {}}
+        return value
+
+
+def _percent(value: float | None) -> float | None:
+    if value is not None and 0 < value <= 1:
+        raise ValueError(f"{value} looks like a fraction; this key is in percent (e.g. 99)")
+    return value
+
+
+class AccuracyGate(Strict):
+    """Task accuracy (with labels) or agreement with the FP32 PyTorch reference."""
+
+    dataset: str = Field(description="Name of a dataset in `datasets:`.")
+    min_top1: float | None = Field(None, ge=0, le=100, description="Top-1 accuracy, percent.")
+    min_top5: float | None = Field(None, ge=0, le=100, description="Top-5 accuracy, percent.")
+    max_top1_drop: float | None = Field(
+        None, ge=0, le=100, description="Top-1 accuracy drop vs the FP32 reference, points."
+    )
+    min_top1_agreement: float | None = Field(
+        None, ge=0, le=100, description="Samples whose top-1 class equals FP32's, percent."
+    )
+    min_cosine: float | None = Field(
+        None, ge=-1, le=1, description="Mean cosine similarity of outputs to FP32."
+    )
+    max_abs_error: float | None = Field(
+        None, ge=0, description="Largest absolute output difference from FP32."
+    )
+
+    _check_percent = field_validator(
+        "min_top1", "min_top5", "min_top1_agreement", mode="after"
+    )(_percent)
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> AccuracyGate:
+        limits = self.model_dump(exclude={"dataset"})
+        if all(v is None for v in limits.values()):
+            raise ValueError(f"set at least one limit: {', '.join(limits)}")
+        return self
+
+
+class LatencyGate(Strict):
+    budget_ms: float = Field(gt=0, description="Budget in milliseconds for the percentile.")
+    percentile: Literal[50, 90, 99] = Field(50, description="Which percentile is gated.")
+
+
+class SizeGate(Strict):
+    max_mb: float = Field(gt=0, description="Largest artifact size, MB (10^6 bytes).")
+
+
+class Gates(Strict):
+    accuracy: AccuracyGate | None = None
+    latency: LatencyGate | None = None
+    size: SizeGate | None = None
+
+
+class TargetEntry(Strict):
+    """One build of the model for one hardware profile."""
+
+    profile: str | None = Field(None, description="Profile name; default: this entry's key.")
+    passes: list[PassSpec] = Field(
+        default_factory=list, description="Passes added after the recipe-wide ones."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Overrides of the profile's backend options."
+    )
+    measure: MeasureOverrides | None = None
+    gates: Gates = Field(default_factory=Gates)
+
+
+class Unmeasurable(str, Enum):
+    """What a target that cannot be measured on this machine does to the run."""
+
+    FAIL = "fail"
+    WARN = "warn"
+
+
+class Policy(Strict):
+    unmeasurable: Unmeasurable = Field(
+        Unmeasurable.FAIL,
+        description="`fail`: a gate that cannot be measured here fails the run; "
+        "`warn`: it is reported and does not fail.",
+    )
+
+
+class Recipe(Strict):
+    """A model, the hardware to build it for, the passes, and the gates."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Used for the output folder.")
+    description: str = ""
+    model: ModelSource
+    inputs: list[TensorSpec] = Field(min_length=1)
+    outputs: list[str] = Field(default_factory=lambda: ["output"], min_length=1)
+    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
+    passes: list[PassSpec] = Field(default_factory=list)
+    targets: dict[str, TargetEntry] = Field(min_length=1)
+    policy: Policy = Field(default_factory=Policy)  # type: ignore[arg-type]
+
+    @field_validator("inputs")
+    @classmethod
+    def _unique_inputs(cls, inputs: list[TensorSpec]) -> list[TensorSpec]:
+        names = [i.name for i in inputs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"input names must be unique: {names}")
+        return inputs

@@ -1,0 +1,1 @@
+"""The run report (one pydantic model) and its renderers."""
