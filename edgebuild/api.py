@@ -9,23 +9,19 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
 from edgebuild.errors import ExitCode
-from edgebuild.execute.executor import (
-    ExecutionResult,
-    FailurePolicy,
-    LocalExecutor,
-    Outcome,
-    Progress,
-)
-from edgebuild.gates.evaluate import evaluate_target
+from edgebuild.execute.policy import FailurePolicy
 from edgebuild.plan.planner import Plan, build_plan
 from edgebuild.plan.resolve import KeyResolver, StageStatus
 from edgebuild.recipe.loader import LoadedRecipe, load_recipe
-from edgebuild.report.model import Report, StageReport, TargetReport
-from edgebuild.report.render import junit, markdown
+
+if TYPE_CHECKING:
+    from edgebuild.execute.executor import ExecutionResult, Progress
+    from edgebuild.report.model import Report
 
 CACHE_ENV = "EDGEBUILD_CACHE_DIR"
 
@@ -58,12 +54,14 @@ class RunOptions:
     cache_dir: Path | None = None
     jobs: int = 1
     policy: FailurePolicy = FailurePolicy.FAIL_FAST
-    progress: Progress | None = None
+    progress: Progress | None = None  # called with ('start'|'end', stage or run)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
 def run(recipe: Path | LoadedRecipe, options: RunOptions | None = None) -> Report:
     """Build every target, evaluate gates, write the reports; returns the Report."""
+    from edgebuild.execute.executor import LocalExecutor
+
     options = options or RunOptions()
     started_wall = dt.datetime.now(dt.UTC)
     started = time.perf_counter()
@@ -88,6 +86,10 @@ def run(recipe: Path | LoadedRecipe, options: RunOptions | None = None) -> Repor
 
 def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,
             started: float, started_wall: dt.datetime) -> Report:
+    from edgebuild.execute.executor import Outcome
+    from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.report.model import Report, StageReport, TargetReport
+
     targets = []
     for name, stages in built.targets.items():
         info = loaded.targets[name]
@@ -108,7 +110,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             name=name, profile=info.profile["name"], backend=info.backend,
             artifact=artifact_path, size_bytes=compiled.size_bytes if compiled else None,
             gates=gates))
-    stages = [StageReport(
+    stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
         seconds=round(run.seconds, 3), key=run.key,
@@ -128,12 +130,14 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         recipe=loaded.recipe.name, recipe_file=str(loaded.path), edgebuild_version=__version__,
         started=started_wall.isoformat(timespec="seconds"),
         seconds=round(time.perf_counter() - started, 3), exit_code=int(code),
-        stages=stages, targets=targets, counts=counts,
+        stages=stage_reports, targets=targets, counts=counts,
         machine={"platform": platform.platform(), "machine": platform.machine(),
                  "cores": os.cpu_count()})
 
 
 def write_reports(report: Report, out: Path) -> None:
+    from edgebuild.report.render import junit, markdown
+
     for name, text in (("report.json", report.model_dump_json(indent=2)),
                        ("summary.md", markdown(report)), ("junit.xml", junit(report))):
         tmp = out / f".{name}.tmp"

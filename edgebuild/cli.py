@@ -86,13 +86,14 @@ class ProgressPrinter:
         self.done += 1
         timing = f" {item.seconds:.1f}s" if item.seconds else ""
         note = f"  {item.message}" if item.message else ""
-        print(f"[{self.done:>2}/{self.total}] {item.outcome.value:<7} {item.stage.id}{timing}{note}",
+        counter = f"[{self.done:>2}/{self.total}]"
+        print(f"{counter} {item.outcome.value:<7} {item.stage.id}{timing}{note}",
               file=sys.stderr, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild import api
-    from edgebuild.execute.executor import FailurePolicy
+    from edgebuild.execute.policy import FailurePolicy
     from edgebuild.plan.planner import build_plan
 
     loaded = api.load(args.recipe)

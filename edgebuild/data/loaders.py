@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from edgebuild.cache.digest import StatCache, digest_json
+from edgebuild.data.digest import image_files
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import (
     CallableDataset,
@@ -24,7 +24,7 @@ from edgebuild.recipe.datasets import (
     Normalize,
     NpzFile,
 )
-from edgebuild.recipe.files import load_callable, module_file, resolve_file, split_callable
+from edgebuild.recipe.files import load_callable, resolve_file
 
 
 @dataclass
@@ -49,43 +49,6 @@ def choose(count: int, limit: int | None, seed: int) -> np.ndarray:
     return np.sort(rng.choice(count, size=limit, replace=False))
 
 
-def _image_files(spec: ImageFolder, base_dir: Path) -> list[Path]:
-    root = resolve_file(spec.path, base_dir)
-    if not root.is_dir():
-        raise DataError(f"image folder {root} does not exist")
-    files = sorted({f for pattern in spec.patterns for f in root.rglob(pattern) if f.is_file()})
-    if not files:
-        raise DataError(f"image folder {root} has no files matching {spec.patterns}")
-    return files
-
-
-def _files_of(spec: DatasetSpec, base_dir: Path) -> list[Path]:
-    if isinstance(spec, ImageFolder):
-        return _image_files(spec, base_dir)
-    if isinstance(spec, IdxFiles):
-        refs = [spec.images] + ([spec.labels] if spec.labels is not None else [])
-        return [resolve_file(r, base_dir) for r in refs]
-    if isinstance(spec, NpzFile):
-        return [resolve_file(spec.path, base_dir)]
-    module, _ = split_callable(spec.function)
-    source = module_file(module, base_dir)
-    return [source] if source is not None else []
-
-
-def dataset_digest(spec: DatasetSpec, base_dir: Path, stats: StatCache) -> str:
-    """Digest of everything that decides the samples: the spec and each file's content."""
-    files = _files_of(spec, base_dir)
-    missing = [f for f in files if not f.is_file()]
-    if missing:
-        raise DataError(f"dataset file not found: {missing[0]}")
-    root = resolve_file(spec.path, base_dir) if isinstance(spec, ImageFolder) else None
-    names = [str(f.relative_to(root)) if root else f.name for f in files]
-    return digest_json({
-        "spec": spec.model_dump(mode="json"),
-        "files": [[n, stats.digest(f)] for n, f in zip(names, files, strict=True)],
-    })
-
-
 def load_dataset(spec: DatasetSpec, base_dir: Path, input_names: list[str],
                  name: str = "dataset") -> Samples:
     """Load and sample a dataset; DataError names the dataset on any problem."""
@@ -102,7 +65,7 @@ def load_dataset(spec: DatasetSpec, base_dir: Path, input_names: list[str],
 
 def _load(spec: DatasetSpec, base_dir: Path, input_name: str) -> Samples:
     if isinstance(spec, ImageFolder):
-        files = _image_files(spec, base_dir)
+        files = image_files(spec, base_dir)
         keep = choose(len(files), spec.limit, spec.seed)
         chosen = [files[i] for i in keep]
         images = np.stack([_read_image(f, spec) for f in chosen])
@@ -191,7 +154,8 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
         array = array[:, :, None]
     if pre.color == "bgr":
         array = array[:, :, ::-1]
-    return _normalize(array[None], pre)[0]
+    normalized: np.ndarray = _normalize(array[None], pre)[0]
+    return normalized
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -201,7 +165,8 @@ def read_idx(path: Path) -> np.ndarray:
         data = handle.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0:
         raise DataError(f"{path} is not an IDX file (bad magic number)")
-    dtypes = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    dtypes: dict[int, Any] = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4",
+                              0x0D: ">f4", 0x0E: ">f8"}
     if data[2] not in dtypes:
         raise DataError(f"{path}: unknown IDX element type 0x{data[2]:02x}")
     ndim = data[3]
@@ -209,4 +174,5 @@ def read_idx(path: Path) -> np.ndarray:
     array = np.frombuffer(data, dtype=dtypes[data[2]], offset=4 + 4 * ndim)
     if array.size != int(np.prod(shape)):
         raise DataError(f"{path}: header says {shape} but the file holds {array.size} values")
-    return array.reshape(shape)
+    reshaped: np.ndarray = array.reshape(shape)
+    return reshaped

@@ -23,24 +23,20 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from edgebuild.cache.store import Artifact, Store
 from edgebuild.execute.locks import device_lock
+from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.worker import QUIET_ENV
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.plan.stage import Stage
 
 
-class FailurePolicy(str, Enum):
-    FAIL_FAST = "fail-fast"
-    KEEP_GOING = "keep-going"
-
-
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     CACHED = "cached"
     BUILT = "built"
     FAILED = "failed"

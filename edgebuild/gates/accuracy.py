@@ -7,13 +7,14 @@ evaluated, so changing a limit in the recipe re-evaluates without re-running.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.gates.reference import DatasetParams, load_stage_dataset, save_outputs
 from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
 from edgebuild.registry import backend_tools, load_backend
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Infer(Op):
@@ -45,6 +46,8 @@ class Infer(Op):
 
 
 def _first_output(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    import numpy as np
+
     with np.load(path) as archive:
         key = next(k for k in archive.files if k.startswith("output:"))
         labels = archive["labels"] if "labels" in archive.files else None
@@ -53,6 +56,8 @@ def _first_output(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
 
 def accuracy_metrics(candidate: Path, reference: Path) -> dict[str, float]:
     """Every metric the gate can check, from two stored output files."""
+    import numpy as np
+
     got, labels = _first_output(candidate)
     ref, _ = _first_output(reference)
     if got.shape != ref.shape:

@@ -18,15 +18,15 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from edgebuild.gates.stats import summarize
 from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import backend_tools, load_backend
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def cpu_model() -> str:
@@ -68,6 +68,10 @@ class MeasureLatency(Op):
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format="latency", unmeasurable=reason)
+        import numpy as np
+
+        from edgebuild.gates.stats import summarize
+
         settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
         (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
         before = conditions(settings.threads)
@@ -86,6 +90,8 @@ class MeasureLatency(Op):
 
 def measure(run_once: Any, settings: MeasureSettings) -> np.ndarray:
     """Time `run_once` until both iteration and time minimums are met; ms per run."""
+    import numpy as np
+
     times: list[int] = []
     started = time.perf_counter_ns()
     min_ns = settings.min_seconds * 1e9

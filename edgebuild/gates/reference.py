@@ -8,14 +8,17 @@ reference. For an ONNX model it is ONNX Runtime with optimizations disabled.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from edgebuild.data import Samples, load_dataset
 from edgebuild.passes.base import Op, OpResult, StageContext
 from edgebuild.recipe.datasets import DatasetSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgebuild.data.loaders import Samples
 
 
 class DatasetParams(BaseModel):
@@ -25,16 +28,20 @@ class DatasetParams(BaseModel):
 
 
 def load_stage_dataset(ctx: StageContext, name: str) -> Samples:
+    from edgebuild.data.loaders import load_dataset
+
     parsed: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(ctx.recipe["datasets"][name])
     return load_dataset(parsed, ctx.recipe_dir, [t["name"] for t in ctx.recipe["inputs"]], name)
 
 
 def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples) -> None:
+    import numpy as np
+
     names = list(outputs[0])
     arrays = {f"output:{n}": np.concatenate([o[n] for o in outputs]) for n in names}
     if samples.labels is not None:
         arrays["labels"] = np.asarray(samples.labels)
-    np.savez(path, **arrays)
+    np.savez(path, **arrays)  # type: ignore[arg-type]
 
 
 class Reference(Op):

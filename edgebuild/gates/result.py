@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 
-class GateStatus(str, Enum):
+class GateStatus(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     UNMEASURABLE = "unmeasurable"  # this machine cannot measure it; policy decides

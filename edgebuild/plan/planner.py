@@ -96,7 +96,8 @@ def build_plan(loaded: LoadedRecipe) -> Plan:
         info = loaded.targets[name]
         current, fmt, producer = source, "pytorch" if from_torch else "onnx", "model source"
 
-        def chain(op_name: str, params: dict[str, Any], implicit: bool = False) -> None:
+        def chain(op_name: str, params: dict[str, Any], implicit: bool = False,
+                  name: str = name) -> None:
             nonlocal current, fmt, producer
             op = load_op(op_name)
             if fmt not in op.accepts and "*" not in op.accepts:

@@ -9,13 +9,13 @@ everything is "to run".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 
 from edgebuild.cache.digest import StatCache, digest_json
 from edgebuild.cache.keys import stage_key
 from edgebuild.cache.store import Artifact, Store
-from edgebuild.data import dataset_digest
+from edgebuild.data.digest import dataset_digest
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
@@ -23,7 +23,7 @@ from edgebuild.recipe.files import module_file, resolve_file, split_callable
 from edgebuild.registry import load_op
 
 
-class StageState(str, Enum):
+class StageState(StrEnum):
     CACHED = "cached"
     TO_RUN = "to-run"
 

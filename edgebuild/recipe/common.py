@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,7 +53,7 @@ class MeasureOverrides(Strict):
         return base.model_copy(update=changes)
 
 
-class Precision(str, Enum):
+class Precision(StrEnum):
     FP32 = "fp32"
     FP16 = "fp16"
     BF16 = "bf16"

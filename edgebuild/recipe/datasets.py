@@ -54,7 +54,7 @@ class ImageFolder(Sampling):
         description="Glob patterns of the files to use.",
     )
     labels: Literal["none", "folders"] = "none"
-    preprocess: ImagePreprocess = Field(default_factory=ImagePreprocess)  # type: ignore[arg-type]
+    preprocess: ImagePreprocess = Field(default_factory=ImagePreprocess)
 
 
 class IdxFiles(Sampling):
@@ -63,7 +63,7 @@ class IdxFiles(Sampling):
     kind: Literal["idx"]
     images: FileRef
     labels: FileRef | None = None
-    preprocess: Normalize = Field(default_factory=Normalize)  # type: ignore[arg-type]
+    preprocess: Normalize = Field(default_factory=Normalize)
 
 
 class NpzFile(Sampling):

@@ -6,7 +6,7 @@ classes by `edgebuild schema`; change them together.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -142,7 +142,7 @@ class TargetEntry(Strict):
     gates: Gates = Field(default_factory=Gates)
 
 
-class Unmeasurable(str, Enum):
+class Unmeasurable(StrEnum):
     """What a target that cannot be measured on this machine does to the run."""
 
     FAIL = "fail"
@@ -168,7 +168,7 @@ class Recipe(Strict):
     datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
     passes: list[PassSpec] = Field(default_factory=list)
     targets: dict[str, TargetEntry] = Field(min_length=1)
-    policy: Policy = Field(default_factory=Policy)  # type: ignore[arg-type]
+    policy: Policy = Field(default_factory=Policy)
 
     @field_validator("inputs")
     @classmethod

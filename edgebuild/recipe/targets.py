@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from edgebuild.recipe.common import MeasureSettings, Precision, Strict
 
 
-class RunnerKind(str, Enum):
+class RunnerKind(StrEnum):
     """Where a target's measurement stages execute."""
 
     HOST = "host"  # this machine
@@ -54,4 +54,4 @@ class TargetProfile(Strict):
         default_factory=dict, description="Backend options; see docs/backends.md."
     )
     runs_on: RunsOn = Field(default_factory=RunsOn)
-    measure: MeasureSettings = Field(default_factory=MeasureSettings)  # type: ignore[arg-type]
+    measure: MeasureSettings = Field(default_factory=MeasureSettings)

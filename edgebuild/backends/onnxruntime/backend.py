@@ -8,7 +8,7 @@ is only valid when the target *is* this machine (docs/backends.md).
 from __future__ import annotations
 
 import shutil
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from edgebuild.cache.store import Artifact
 
 
-class GraphLevel(str, Enum):
+class GraphLevel(StrEnum):
     DISABLE = "disable"
     BASIC = "basic"
     EXTENDED = "extended"
