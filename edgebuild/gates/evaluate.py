@@ -73,10 +73,10 @@ def _accuracy(target: str, gate: AccuracyGate, stages: TargetStages,
               execution: ExecutionResult, policy: Policy) -> GateResult:
     infer = execution.runs.get(stages.infer or "")
     reference = execution.runs.get(stages.reference or "")
-    blocked = _blocked(target, "accuracy", infer, policy) or \
-        _blocked(target, "accuracy", reference, policy)
-    if blocked:
-        return blocked
+    for run in (reference, infer):
+        blocked = _blocked(target, "accuracy", run, policy)
+        if blocked is not None:
+            return blocked
     assert infer and infer.artifact and reference and reference.artifact
     metrics = accuracy_metrics(infer.artifact.main, reference.artifact.main)
     limits: dict[str, float] = {}
@@ -107,7 +107,7 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
              execution: ExecutionResult, policy: Policy) -> GateResult:
     run = execution.runs.get(stages.latency or "")
     blocked = _blocked(target, "latency", run, policy)
-    if blocked:
+    if blocked is not None:
         return blocked
     assert run and run.artifact
     stats: dict[str, Any] = run.artifact.metadata

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The complete install of edgebuild on a fresh Debian/Ubuntu machine (also used by
+# the Dockerfile and CI). Idempotent: run it again after pulling.
+#
+#   bash scripts/setup.sh            core + the quickstart model + dev tools
+#   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh
+#
+# Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
+# package), the CPU build of torch (an open range would pull a multi-GB CUDA
+# build), and --no-deps installs for tools whose pins would downgrade numpy/onnx.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+EXTRAS=${EDGEBUILD_EXTRAS:-dev}
+PYTHON=${PYTHON:-python3}
+
+say() { printf '\n== %s\n' "$*"; }
+
+if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+  say "Fashion-MNIST data (Debian package dataset-fashion-mnist)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+$PIP install -q --upgrade pip
+
+say "torch (CPU build, pinned)"
+# 2.13.0 resolves to the CPU wheel; see docs/install.md for other machines.
+$PIP install -q "torch==2.13.0"
+
+say "edgebuild[$EXTRAS] (editable)"
+$PIP install -q -e ".[$EXTRAS]"
+
+case ",$EXTRAS," in
+  *,tflite,*|*,all,*)
+    say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"
+    $PIP install -q --no-deps onnx2tf tf-keras
+    ;;
+esac
+
+# OpenVINO and NNCF send usage telemetry unless opted out; edgebuild opts out.
+mkdir -p "$HOME/intel" && printf '0' > "$HOME/intel/openvino_telemetry"
+
+say "done: $($VENV/bin/edgebuild --version)"

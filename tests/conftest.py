@@ -1,0 +1,79 @@
+"""Shared fixtures: a real tiny ONNX model, recipe files, and an isolated cache."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own cache, so tests never see each other's artifacts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("EDGEBUILD_CACHE_DIR", str(cache))
+    return cache
+
+
+def make_tiny_onnx(path: Path, scale: float = 2.0) -> Path:
+    """A real 2-node ONNX classifier: logits = relu(x @ W * scale), 4 inputs -> 3 classes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = (np.arange(12, dtype=np.float32).reshape(4, 3) - 5.0) * scale
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(weights, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+TINY_RECIPE = """\
+name: tiny
+model: {onnx: tiny.onnx}
+inputs: [{name: x, shape: [1, 4]}]
+outputs: [y]
+datasets:
+  samples: {kind: npz, path: samples.npz, labels: y}
+passes:
+  - onnx-optimize
+targets:
+  host-cpu:
+    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}
+    gates:
+      accuracy: {dataset: samples, min_top1_agreement: 99}
+      latency: {budget_ms: 1000}
+      size: {max_mb: 1}
+"""
+
+
+@pytest.fixture
+def tiny_project(tmp_path: Path) -> Callable[..., Path]:
+    """Write a runnable recipe around the tiny ONNX model; returns the recipe path."""
+
+    def write(recipe: str = TINY_RECIPE, name: str = "tiny.yaml") -> Path:
+        import numpy as np
+
+        project = tmp_path / "project"
+        project.mkdir(exist_ok=True)
+        make_tiny_onnx(project / "tiny.onnx")
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((16, 4)).astype(np.float32)
+        np.savez(project / "samples.npz", x=x, y=rng.integers(0, 3, 16))
+        path = project / name
+        path.write_text(textwrap.dedent(recipe))
+        return path
+
+    return write

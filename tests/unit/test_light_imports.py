@@ -1,0 +1,73 @@
+"""`import edgebuild`, `--help`, `plan` and a cached `run` load no heavy framework.
+
+Runs in subprocesses so that what the test process imported does not count.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("torch", "tensorflow", "openvino", "coremltools", "tensorrt", "onnxruntime", "onnx",
+         "nncf", "onnxslim")
+
+CHECK = """
+import sys, runpy
+sys.argv = ["edgebuild", *{argv!r}]
+try:
+    runpy.run_module("edgebuild", run_name="__main__")
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+print("HEAVY=" + ",".join(heavy))
+sys.exit(code)
+"""
+
+
+def loaded_heavy(argv: list[str], cwd: Path | None = None) -> tuple[int, list[str], str]:
+    script = textwrap.dedent(CHECK.format(argv=argv, heavy=HEAVY))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=cwd, check=False)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("HEAVY="))
+    modules = [m for m in line.removeprefix("HEAVY=").split(",") if m]
+    return proc.returncode, modules, proc.stdout + proc.stderr
+
+
+def test_import_edgebuild_is_light() -> None:
+    code = "import sys, edgebuild, edgebuild.cli, edgebuild.api; " \
+           f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_help_is_light() -> None:
+    code, heavy, _ = loaded_heavy(["--help"])
+    assert code == 0
+    assert heavy == []
+
+
+def test_plan_and_validate_are_light(tiny_project: Callable[..., Path]) -> None:
+    recipe = tiny_project()
+    for argv in (["plan", str(recipe)], ["validate", str(recipe)],
+                 ["plan", str(recipe), "--format", "mermaid"], ["targets"]):
+        code, heavy, output = loaded_heavy(argv)
+        assert code == 0, output
+        assert heavy == [], argv
+
+
+@pytest.mark.slow
+def test_cached_run_is_light(tiny_project: Callable[..., Path], tmp_path: Path) -> None:
+    recipe = tiny_project()
+    out = tmp_path / "out"
+    code, _, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
+    assert code == 0, output
+    code, heavy, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
+    assert code == 0, output
+    assert "0 stages executed" in output
+    assert heavy == []

@@ -1,0 +1,85 @@
+"""The planner merges identical stages across targets and checks formats at plan time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgebuild.errors import PlanError
+from edgebuild.plan.planner import build_plan
+from edgebuild.recipe.loader import load_recipe
+
+RECIPE = """\
+name: multi
+model: {factory: "m.py:build"}
+inputs: [{name: x, shape: [1, 4]}]
+datasets:
+  d: {kind: npz, path: d.npz}
+passes:
+  - export-onnx
+  - onnx-optimize
+targets:
+  host-cpu:
+    gates: {latency: {budget_ms: 5}, accuracy: {dataset: d, min_cosine: 0.99}}
+  rpi4:
+    gates: {latency: {budget_ms: 50}, accuracy: {dataset: d, min_cosine: 0.99}}
+  intel-cpu: {}
+"""
+
+
+def plan_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    return build_plan(load_recipe(path))
+
+
+def test_shared_prefix_is_built_once(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, RECIPE)
+    ops = [s.op for s in plan.order()]
+    assert ops.count("export-onnx") == 1
+    assert ops.count("onnx-optimize") == 1
+    assert ops.count("reference") == 1  # the FP32 reference is shared by every target
+    assert ops.count("compile") == 3
+    assert {s.id for s in plan.order() if s.op == "compile"} == {
+        "compile@host-cpu", "compile@rpi4", "compile@intel-cpu"}
+    for target in ("host-cpu", "rpi4", "intel-cpu"):
+        assert plan.stage(f"compile@{target}").upstream == ["onnx-optimize"]
+
+
+def test_order_is_topological_and_stable(tmp_path: Path) -> None:
+    first = [s.id for s in plan_of(tmp_path, RECIPE).order()]
+    second = [s.id for s in plan_of(tmp_path, RECIPE).order()]
+    assert first == second
+    assert first.index("export-onnx") < first.index("onnx-optimize") < first.index(
+        "compile@rpi4") < first.index("measure-latency@rpi4")
+
+
+def test_per_target_passes_fork_the_chain(tmp_path: Path) -> None:
+    text = RECIPE.replace(
+        "  intel-cpu: {}", "  intel-cpu:\n    passes: [{onnx-optimize: {simplifier: none}}]")
+    plan = plan_of(tmp_path, text)
+    assert plan.stage("compile@intel-cpu").upstream == ["onnx-optimize#2"]
+    assert plan.stage("onnx-optimize#2").upstream == ["onnx-optimize"]
+
+
+def test_export_is_inserted_when_missing(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, RECIPE.replace("  - export-onnx\n", ""))
+    export = plan.stage("export-onnx")
+    assert export.implicit
+    assert plan.stage("onnx-optimize").upstream == ["export-onnx"]
+
+
+def test_pytorch_pass_after_onnx_is_a_plan_error_naming_both(tmp_path: Path) -> None:
+    text = RECIPE.replace("  - onnx-optimize\n", "  - onnx-optimize\n  - export-onnx\n")
+    with pytest.raises(PlanError) as info:
+        plan_of(tmp_path, text)
+    assert "'export-onnx' takes pytorch" in info.value.message
+    assert "'onnx-optimize' before it produces onnx" in info.value.message
+
+
+def test_measurement_stages_are_marked(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, RECIPE)
+    measuring = {s.id for s in plan.order() if s.measures}
+    assert measuring == {"infer@host-cpu", "measure-latency@host-cpu",
+                         "infer@rpi4", "measure-latency@rpi4"}

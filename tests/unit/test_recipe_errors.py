@@ -1,0 +1,130 @@
+"""Every recipe mistake names file:line:column and the key, with a hint where one exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgebuild.errors import RecipeError
+from edgebuild.recipe.loader import load_recipe
+from edgebuild.recipe.yaml_loader import parse_yaml
+
+BASE = """\
+name: demo
+model: {onnx: m.onnx}
+inputs:
+  - {name: x, shape: [1, 4]}
+datasets:
+  calib: {kind: npz, path: d.npz}
+targets:
+  host-cpu:
+    gates:
+      latency: {budget_ms: 5}
+"""
+
+
+def problems_of(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    return [str(p) for p in info.value.problems]
+
+
+def test_valid_recipe_loads(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE)
+    loaded = load_recipe(path)
+    assert loaded.recipe.name == "demo"
+    assert loaded.targets["host-cpu"].backend == "onnxruntime"
+
+
+def test_misspelled_top_level_key_names_line_and_suggests(tmp_path: Path) -> None:
+    (problem,) = problems_of(tmp_path, BASE.replace("datasets:", "datasetz:"))
+    assert "r.yaml:5:1" in problem
+    assert "unknown key 'datasetz'" in problem
+    assert "did you mean 'datasets'?" in problem
+
+
+def test_misspelled_nested_key(tmp_path: Path) -> None:
+    missing, problem = sorted(problems_of(tmp_path, BASE.replace("budget_ms", "budget_msec")),
+                              key=lambda p: "unknown" in p)
+    assert "missing required key 'budget_ms'" in missing
+    assert "r.yaml:10:" in problem
+    assert "targets.host-cpu.gates.latency.budget_msec" in problem
+    assert "did you mean 'budget_ms'?" in problem
+
+
+def test_unknown_target_suggests_profile(tmp_path: Path) -> None:
+    (problem,) = problems_of(tmp_path, BASE.replace("host-cpu:", "host-cpo:"))
+    assert "r.yaml:8:" in problem
+    assert "no target profile named 'host-cpo'" in problem
+    assert "did you mean 'host-cpu'?" in problem
+
+
+def test_unknown_pass_suggests(tmp_path: Path) -> None:
+    text = BASE + "passes:\n  - onnx-optimise\n"
+    (problem,) = problems_of(tmp_path, text)
+    assert "r.yaml:12:" in problem
+    assert "did you mean 'onnx-optimize'?" in problem
+
+
+def test_bad_pass_param_points_into_the_pass(tmp_path: Path) -> None:
+    text = BASE + "passes:\n  - onnx-optimize: {simplifer: onnxslim}\n"
+    (problem,) = problems_of(tmp_path, text)
+    assert "r.yaml:12:" in problem
+    assert "did you mean 'simplifier'?" in problem
+
+
+def test_wrong_type_names_value(tmp_path: Path) -> None:
+    (problem,) = problems_of(tmp_path, BASE.replace("budget_ms: 5", "budget_ms: fast"))
+    assert "r.yaml:10:" in problem
+    assert "'fast'" in problem
+
+
+def test_fraction_in_percent_field_gets_hint(tmp_path: Path) -> None:
+    text = BASE.replace("latency: {budget_ms: 5}",
+                        "accuracy: {dataset: calib, min_top1_agreement: 0.99}")
+    (problem,) = problems_of(tmp_path, text)
+    assert "in percent" in problem
+
+
+def test_unknown_dataset_in_gate(tmp_path: Path) -> None:
+    text = BASE.replace("latency: {budget_ms: 5}", "accuracy: {dataset: calb, min_top1: 50}")
+    (problem,) = problems_of(tmp_path, text)
+    assert "no dataset named 'calb'" in problem
+    assert "did you mean 'calib'?" in problem
+
+
+def test_unknown_dataset_kind(tmp_path: Path) -> None:
+    (problem,) = problems_of(tmp_path, BASE.replace("kind: npz", "kind: npy"))
+    assert "r.yaml:6:" in problem
+    assert "unknown kind 'npy'" in problem
+
+
+def test_several_problems_reported_together(tmp_path: Path) -> None:
+    text = BASE.replace("datasets:", "datasetz:").replace("name: demo", "nme: demo")
+    assert len(problems_of(tmp_path, text)) == 2
+
+
+def test_duplicate_key_is_an_error() -> None:
+    with pytest.raises(RecipeError, match=r"f.yaml:2:1.*duplicate key 'a'"):
+        parse_yaml("a: 1\na: 2\n", "f.yaml")
+
+
+def test_yaml_syntax_error_has_position() -> None:
+    with pytest.raises(RecipeError, match=r"f.yaml:2:\d+"):
+        parse_yaml("a: [1,\nb: }\n", "f.yaml")
+
+
+def test_missing_file() -> None:
+    with pytest.raises(RecipeError, match="file not found"):
+        load_recipe(Path("/nonexistent/recipe.yaml"))
+
+
+def test_bad_backend_option_override(tmp_path: Path) -> None:
+    text = BASE.replace("    gates:", "    options: {graph_level: all}\n    gates:")
+    (problem,) = problems_of(tmp_path, text)
+    assert "unknown key 'graph_level'" in problem
+    assert "did you mean 'graph_optimization_level'?" in problem
