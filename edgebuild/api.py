@@ -115,7 +115,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
         seconds=round(run.seconds, 3), key=run.key,
         artifact_digest=run.artifact.digest if run.artifact else None,
-        message=run.message, log=str(run.log) if run.log else None,
+        message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
+        started=run.started, finished=run.finished,
         metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
                   if k in ("before", "after", "check", "graph", "seconds", "samples")},
     ) for run in (execution.runs[s.id] for s in built.order())]

@@ -117,7 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {'NO GATES':<12} {target.name}: nothing is gated")
     for stage in report.stages:
         if stage.outcome == "failed":
-            print(f"\nstage '{stage.id}' failed: {stage.message}\n  log: {stage.log}",
+            hint = f"\n  hint: {stage.hint}" if stage.hint else ""
+            print(f"\nstage '{stage.id}' failed: {stage.message}{hint}\n  log: {stage.log}",
                   file=sys.stderr)
     if report.counts.get("failed"):
         done = built + cached

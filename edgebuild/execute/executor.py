@@ -54,6 +54,8 @@ class StageRun:
     message: str = ""
     hint: str = ""
     log: Path | None = None
+    started: float = 0.0  # wall clock (time.time) when its worker started, 0 if none
+    finished: float = 0.0
 
 
 @dataclass
@@ -176,6 +178,7 @@ class LocalExecutor:
     def _build(self, plan: Plan, stage: Stage, inputs: dict[str, Artifact],
                key: str) -> StageRun:
         started = time.perf_counter()
+        wall = time.time()
         log = self.logs_dir / f"{re.sub(r'[^A-Za-z0-9_.@#-]', '_', stage.id)}.log"
         work = self.store.begin(key)
         spec = stage_spec(plan, stage, inputs, work)
@@ -195,11 +198,13 @@ class LocalExecutor:
             kind = Outcome.UNMEASURABLE if status == "unmeasurable" else Outcome.FAILED
             return StageRun(stage, kind, seconds, key,
                             message=outcome.get("reason") or outcome.get("message", ""),
-                            hint=outcome.get("hint", ""), log=log)
+                            hint=outcome.get("hint", ""), log=log, started=wall,
+                            finished=time.time())
         metadata = {**outcome["metadata"], "main": outcome["main"], "stage": stage.id,
                     "op": stage.op, "seconds": outcome["seconds"]}
         artifact = self.store.commit(key, work, outcome["format"], metadata)
-        return StageRun(stage, Outcome.BUILT, seconds, key, artifact, log=log)
+        return StageRun(stage, Outcome.BUILT, seconds, key, artifact, log=log, started=wall,
+                        finished=time.time())
 
 
 def device_of(plan: Plan, stage: Stage) -> str:

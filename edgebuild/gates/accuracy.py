@@ -66,8 +66,11 @@ def accuracy_metrics(candidate: Path, reference: Path) -> dict[str, float]:
     top1 = got.argmax(axis=1)
     ref_top1 = ref.argmax(axis=1)
     metrics["top1_agreement"] = 100.0 * float(np.mean(top1 == ref_top1))
-    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1)
+    got_norm, ref_norm = np.linalg.norm(got, axis=1), np.linalg.norm(ref, axis=1)
+    norms = got_norm * ref_norm
     cosine = np.sum(got * ref, axis=1) / np.where(norms == 0, 1, norms)
+    # Two all-zero outputs are identical; one zero output against a non-zero one is not.
+    cosine = np.where((got_norm == 0) & (ref_norm == 0), 1.0, cosine)
     metrics["cosine"] = float(np.mean(cosine))
     metrics["max_abs_error"] = float(np.max(np.abs(got - ref)))
     if labels is not None:

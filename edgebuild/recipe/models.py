@@ -42,7 +42,9 @@ class ModelSource(Strict):
 
 
 class TensorSpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:/-]*$")
+    """One model input."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:/-]*$", description="Input name.")
     shape: list[int] = Field(min_length=1, description="Example shape used for export.")
     dtype: TensorDtype = "float32"
     dynamic_axes: dict[int, str] = Field(
@@ -114,15 +116,21 @@ class AccuracyGate(Strict):
 
 
 class LatencyGate(Strict):
+    """Latency budget on one percentile, measured with the protocol in docs/gates.md."""
+
     budget_ms: float = Field(gt=0, description="Budget in milliseconds for the percentile.")
     percentile: Literal[50, 90, 99] = Field(50, description="Which percentile is gated.")
 
 
 class SizeGate(Strict):
+    """Size of the final artifact."""
+
     max_mb: float = Field(gt=0, description="Largest artifact size, MB (10^6 bytes).")
 
 
 class Gates(Strict):
+    """The gates of one target; each is optional."""
+
     accuracy: AccuracyGate | None = None
     latency: LatencyGate | None = None
     size: SizeGate | None = None
@@ -150,6 +158,8 @@ class Unmeasurable(StrEnum):
 
 
 class Policy(Strict):
+    """Run-wide decisions."""
+
     unmeasurable: Unmeasurable = Field(
         Unmeasurable.FAIL,
         description="`fail`: a gate that cannot be measured here fails the run; "
@@ -161,13 +171,17 @@ class Recipe(Strict):
     """A model, the hardware to build it for, the passes, and the gates."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Used for the output folder.")
-    description: str = ""
-    model: ModelSource
-    inputs: list[TensorSpec] = Field(min_length=1)
-    outputs: list[str] = Field(default_factory=lambda: ["output"], min_length=1)
-    datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
-    passes: list[PassSpec] = Field(default_factory=list)
-    targets: dict[str, TargetEntry] = Field(min_length=1)
+    description: str = Field("", description="One line for reports and reviewers.")
+    model: ModelSource = Field(description="Where the model comes from.")
+    inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in order.")
+    outputs: list[str] = Field(default_factory=lambda: ["output"], min_length=1,
+                               description="Output names; the first is the one gates compare.")
+    datasets: dict[str, DatasetSpec] = Field(
+        default_factory=dict, description="Named datasets for gates and calibration.")
+    passes: list[PassSpec] = Field(default_factory=list,
+                                   description="Passes applied for every target, in order.")
+    targets: dict[str, TargetEntry] = Field(
+        min_length=1, description="Builds by name; the name is the profile unless `profile:`.")
     policy: Policy = Field(default_factory=Policy)
 
     @field_validator("inputs")

@@ -20,6 +20,9 @@ class StageReport(BaseModel):
     artifact_digest: str | None = None
     message: str = ""
     log: str | None = None
+    hint: str = ""
+    started: float = Field(0.0, description="Unix time its worker started (0: no worker).")
+    finished: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -1,0 +1,89 @@
+"""The real CLI on the real recipes, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def edgebuild(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgebuild", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False, timeout=900)
+
+
+def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
+    cold = edgebuild("run", recipe, "--out", str(out))
+    assert cold.returncode == 0, cold.stdout + cold.stderr
+    assert "Traceback" not in cold.stderr
+    cached = edgebuild("run", recipe, "--out", str(out))
+    assert cached.returncode == 0, cached.stdout + cached.stderr
+    assert "0 stages executed: all 6 cached" in cached.stdout
+    report: dict = json.loads((out / "report.json").read_text())  # type: ignore[type-arg]
+    assert all(stage["cached"] for stage in report["stages"])
+    return report
+
+
+def gate(report: dict, name: str) -> dict:  # type: ignore[type-arg]
+    gates = report["targets"][0]["gates"]
+    found: dict = next(g for g in gates if g["gate"] == name)  # type: ignore[type-arg]
+    return found
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+                    reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
+def test_fashion_mnist_recipe(tmp_path: Path) -> None:
+    report = cold_then_cached("recipes/fashion-mnist.yaml", tmp_path / "out")
+    accuracy = gate(report, "accuracy")
+    assert accuracy["measured"]["samples"] == 10000
+    assert accuracy["measured"]["top1"] >= 90.0  # the real test-set accuracy
+    assert accuracy["measured"]["top1_drop"] <= 0.5
+
+
+def test_quickstart_recipe(tmp_path: Path) -> None:
+    report = cold_then_cached("recipes/quickstart.yaml", tmp_path / "out")
+    accuracy = gate(report, "accuracy")
+    assert accuracy["measured"]["top1_agreement"] >= 99
+    assert accuracy["measured"]["cosine"] >= 0.999
+    latency = gate(report, "latency")
+    assert latency["measured"]["n"] >= 200
+    export = next(s for s in report["stages"] if s["id"] == "export-onnx")
+    assert export["metadata"]["check"]["max_abs_diff"] < 1e-4
+    optimize = next(s for s in report["stages"] if s["id"] == "onnx-optimize")
+    assert optimize["metadata"]["after"]["nodes"] <= optimize["metadata"]["before"]["nodes"]
+    assert (tmp_path / "out" / "artifacts" / "host-cpu" / "model.onnx").is_file()
+    assert "| host-cpu | latency |" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_misspelled_key_exits_2_with_location_and_hint(tmp_path: Path) -> None:
+    text = (REPO / "recipes" / "quickstart.yaml").read_text()
+    bad = tmp_path / "quickstart.yaml"
+    bad.write_text(text.replace("  photos:", "  photos:\n    limt: 3", 1))
+    result = edgebuild("run", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{bad}:17:" in result.stderr
+    assert "did you mean 'limit'?" in result.stderr
+
+
+def test_plan_formats(tmp_path: Path) -> None:
+    for fmt, marker in (("text", "to-run"), ("json", '"stages"'), ("dot", "digraph"),
+                        ("mermaid", "flowchart")):
+        result = edgebuild("plan", "recipes/quickstart.yaml", "--format", fmt)
+        assert result.returncode == 0, result.stderr
+        assert marker in result.stdout
+
+
+def test_schema_matches_docs_copy() -> None:
+    result = edgebuild("schema")
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == json.loads(
+        (REPO / "docs" / "recipe.schema.json").read_text()), \
+        "docs/recipe.schema.json is stale: run `make docs`"

@@ -1,0 +1,190 @@
+"""The executor on a real (tiny) ONNX model with the real ONNX Runtime backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from edgebuild import api
+from edgebuild.cache.store import Store
+from edgebuild.execute.policy import FailurePolicy
+
+pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxruntime")
+pytestmark = pytest.mark.onnxruntime
+
+
+def run(recipe: Path, out: Path, **options: object) -> api.Report:  # type: ignore[name-defined]
+    return api.run(recipe, api.RunOptions(out=out, **options))  # type: ignore[arg-type]
+
+
+def test_build_gate_report_then_fully_cached(tiny_project: Callable[..., Path],
+                                             tmp_path: Path) -> None:
+    recipe = tiny_project()
+    first = run(recipe, tmp_path / "out")
+    assert first.exit_code == 0, first.model_dump_json(indent=1)
+    assert first.counts["built"] == 6
+    assert {g.gate: g.status.value for g in first.gates} == {
+        "accuracy": "passed", "latency": "passed", "size": "passed"}
+    accuracy = next(g for g in first.gates if g.gate == "accuracy")
+    assert accuracy.measured["top1_agreement"] == 100.0
+    assert accuracy.measured["samples"] == 16
+    latency = next(g for g in first.gates if g.gate == "latency")
+    assert latency.measured["n"] >= 5 and latency.measured["p50"] > 0
+    assert latency.details["conditions"]["threads"] == 2  # from targets/host-cpu.yaml
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert {s["id"] for s in report["stages"]} >= {"import-onnx", "compile@host-cpu"}
+    assert all(len(s["artifact_digest"]) == 64 for s in report["stages"])
+    assert (tmp_path / "out" / "artifacts" / "host-cpu" / "model.onnx").is_file()
+
+    second = run(recipe, tmp_path / "out")
+    assert second.counts["built"] == 0 and second.counts["cached"] == 6
+    assert second.exit_code == 0
+    assert [g.measured for g in second.gates] == [g.measured for g in first.gates]
+
+
+def test_impossible_budget_fails_gate_and_junit(tiny_project: Callable[..., Path],
+                                                tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    recipe = tiny_project(TINY_RECIPE.replace("budget_ms: 1000", "budget_ms: 0.000001"))
+    report = run(recipe, tmp_path / "out")
+    assert report.exit_code == 1
+    suite = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    assert suite.get("failures") == "1"
+    failed = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["latency"]
+    assert "FAIL" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_changing_a_limit_reevaluates_without_remeasuring(tiny_project: Callable[..., Path],
+                                                          tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    run(tiny_project(), tmp_path / "out")
+    report = run(tiny_project(TINY_RECIPE.replace("max_mb: 1", "max_mb: 0.0000001")),
+                 tmp_path / "out")
+    assert report.counts["built"] == 0
+    assert report.exit_code == 1
+
+
+CRASHING_DATASET = """
+import os, signal
+def crash():
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_worker_killed_mid_stage_fails_that_stage_only(tiny_project: Callable[..., Path],
+                                                       tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    text = TINY_RECIPE.replace("{kind: npz, path: samples.npz, labels: y}",
+                               "{kind: callable, function: 'crash.py:crash'}")
+    recipe = tiny_project(text)
+    (recipe.parent / "crash.py").write_text(CRASHING_DATASET)
+    report = run(recipe, tmp_path / "out", policy=FailurePolicy.KEEP_GOING)
+    assert report.exit_code == 3
+    outcomes = {s.id: s.outcome for s in report.stages}
+    assert outcomes["reference"] == "failed"
+    assert outcomes["measure-latency@host-cpu"] == "built"  # keep-going: independent work ran
+    failed = next(s for s in report.stages if s.id == "reference")
+    assert "SIGKILL" in failed.message
+    assert failed.log and Path(failed.log).is_file()
+    store = Store(Path(api.default_cache_dir()))
+    assert failed.key is not None and store.lookup(failed.key) is None
+    assert not any(p.name.startswith(failed.key) for p in store.tmp.iterdir())
+
+
+def test_fail_fast_skips_the_rest(tiny_project: Callable[..., Path], tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    text = TINY_RECIPE.replace("{kind: npz, path: samples.npz, labels: y}",
+                               "{kind: callable, function: 'crash.py:crash'}")
+    recipe = tiny_project(text)
+    (recipe.parent / "crash.py").write_text(CRASHING_DATASET)
+    report = run(recipe, tmp_path / "out")
+    outcomes = {s.id: s.outcome for s in report.stages}
+    assert outcomes["reference"] == "failed"
+    assert "skipped" in outcomes.values()
+    assert report.exit_code == 3
+
+
+MULTI = """\
+name: multi
+model: {onnx: tiny.onnx}
+inputs: [{name: x, shape: [1, 4]}]
+outputs: [y]
+datasets:
+  samples: {kind: npz, path: samples.npz, labels: y}
+targets:
+  a:
+    profile: host-cpu
+    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3}
+    gates: {latency: {budget_ms: 1000}, accuracy: {dataset: samples, min_cosine: 0.99}}
+  b:
+    profile: host-cpu
+    options: {graph_optimization_level: basic}
+    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3}
+    gates: {latency: {budget_ms: 1000}}
+"""
+
+
+def test_measurements_never_overlap_other_stages(tiny_project: Callable[..., Path],
+                                                 tmp_path: Path) -> None:
+    report = run(tiny_project(MULTI), tmp_path / "out", jobs=2)
+    assert report.exit_code == 0
+    timed = [s for s in report.stages if s.started]
+    measuring = [s for s in timed if s.op in ("infer", "measure-latency")]
+    assert len(measuring) == 3
+    for m in measuring:
+        for other in timed:
+            if other.id != m.id:
+                overlap = min(m.finished, other.finished) - max(m.started, other.started)
+                assert overlap <= 0, f"{m.id} overlapped {other.id}"
+
+
+def test_unmeasurable_target_follows_policy(tiny_project: Callable[..., Path],
+                                            tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    text = TINY_RECIPE.replace("host-cpu:", "rpi4:")
+    report = run(tiny_project(text), tmp_path / "out")
+    latency = next(g for g in report.gates if g.gate == "latency")
+    assert latency.status.value == "unmeasurable"
+    assert "not measurable here" in latency.message
+    assert report.exit_code == 1  # policy.unmeasurable defaults to fail
+    warn = run(tiny_project(text + "policy: {unmeasurable: warn}\n"), tmp_path / "out2")
+    assert warn.exit_code == 0
+    assert next(g for g in warn.gates if g.gate == "size").status.value == "passed"
+
+
+def test_backend_not_available_is_a_clear_stage_failure(tiny_project: Callable[..., Path],
+                                                        tmp_path: Path) -> None:
+    from tests.conftest import TINY_RECIPE
+
+    text = TINY_RECIPE.replace("host-cpu:", "jetson-orin-nano:")
+    report = run(tiny_project(text), tmp_path / "out")
+    assert report.exit_code == 3
+    compile_stage = next(s for s in report.stages if s.op == "compile")
+    assert "backend 'tensorrt' is not available" in compile_stage.message
+
+
+def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..., Path],
+                                                       tmp_path: Path) -> None:
+    recipe = tiny_project()
+    procs = [subprocess.Popen([sys.executable, "-m", "edgebuild", "run", "-q", str(recipe),
+                               "--out", str(tmp_path / f"out{i}")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]
+    for proc in procs:
+        output, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, output
+    store = Store(Path(api.default_cache_dir()))
+    assert all(store.check(a) == "" for a in store.entries())
+    assert len(list(store.entries())) == 6
