@@ -1,0 +1,54 @@
+"""CLI behaviour that needs no model: usage errors, listings, cache maintenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgebuild.cache.store import Store
+from edgebuild.cli import main
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["frobnicate"])
+    assert info.value.code == 2
+
+
+def test_missing_recipe_exits_2_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "nope.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "nope.yaml: file not found" in err and "Traceback" not in err
+
+
+def test_targets_lists_every_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("host-cpu", "rpi4", "intel-cpu", "jetson-orin-nano", "android", "iphone",
+                 "snapdragon"):
+        assert name in out
+    assert "backend not available yet" in out
+
+
+def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--kind", "target"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert "backend" in schema["properties"]
+
+
+def test_cache_verify_removes_corrupt_entries(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    store = Store(tmp_path)
+    for key, payload in (("a" * 64, b"good"), ("b" * 64, b"bad!")):
+        work = store.begin(key)
+        (work / "m.bin").write_bytes(payload)
+        store.commit(key, work, "onnx", {})
+    (store.entry_dir("b" * 64) / "m.bin").write_bytes(b"BAD!")
+    assert main(["cache", "ls", "--cache-dir", str(tmp_path)]) == 0
+    assert main(["cache", "verify", "--cache-dir", str(tmp_path)]) == 3
+    assert "2 entries checked, 1 corrupt" in capsys.readouterr().out
+    assert [a.key for a in store.entries()] == ["a" * 64]
+    assert main(["cache", "gc", "--older-than-days", "0", "--cache-dir", str(tmp_path)]) == 0
+    assert list(store.entries()) == []
