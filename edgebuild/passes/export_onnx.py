@@ -67,9 +67,17 @@ class ExportOnnx(Op):
         else:
             kwargs.update(dynamo=True, external_data=False, optimize=True)
             if dynamic:
-                kwargs["dynamic_shapes"] = {
-                    n: {a: torch.export.Dim(s) for a, s in axes.items()}
-                    for n, axes in dynamic.items()}
+                # torch.export matches dynamic shapes to the forward() arguments by
+                # position, and treats sizes 0/1 as constants, so give dynamic axes
+                # an example size of 2.
+                kwargs["dynamic_shapes"] = tuple(
+                    {a: torch.export.Dim.DYNAMIC for a in dynamic.get(t["name"], {})} or None
+                    for t in tensors)
+                example = tuple(
+                    torch.zeros([2 if i in dynamic.get(t["name"], {}) else d
+                                 for i, d in enumerate(t["shape"])],
+                                dtype=getattr(torch, t["dtype"]))
+                    for t in tensors)
         with torch.no_grad():
             torch.onnx.export(model, example, str(destination), **kwargs)
         check = self._check(model, destination, tensors, p)
