@@ -176,3 +176,27 @@ def read_idx(path: Path) -> np.ndarray:
         raise DataError(f"{path}: header says {shape} but the file holds {array.size} values")
     reshaped: np.ndarray = array.reshape(shape)
     return reshaped
+
+
+def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: str) -> None:
+    """A DataError naming the dataset and input when a sample cannot feed the model."""
+    declared = {t["name"]: t for t in tensors}
+    for input_name, array in samples.inputs.items():
+        if input_name not in declared:
+            raise DataError(f"dataset '{name}' feeds '{input_name}', which is not a model input",
+                            f"model inputs: {', '.join(declared)}")
+        tensor = declared[input_name]
+        want = list(tensor["shape"])
+        got = [1, *array.shape[1:]]  # one sample, batch of 1
+        dynamic = {int(k) for k in tensor["dynamic_axes"]}
+        same_rank = len(got) == len(want)
+        if not same_rank or any(g != w for i, (g, w) in enumerate(zip(got, want, strict=False))
+                                if i not in dynamic and i != 0):
+            hint = ("the channel order looks swapped: set preprocess.layout"
+                    if same_rank and sorted(got) == sorted(want) else
+                    "check the dataset's preprocessing (resize, crop, layout)")
+            raise DataError(f"dataset '{name}' gives input '{input_name}' samples of shape "
+                            f"{got}, the model declares {want}", hint)
+        if str(array.dtype) != tensor["dtype"]:
+            raise DataError(f"dataset '{name}' gives input '{input_name}' dtype {array.dtype}, "
+                            f"the model declares {tensor['dtype']}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgebuild.gates.reference import DatasetParams, load_stage_dataset, save_outputs
+from edgebuild.gates.reference import DatasetParams, save_outputs
 from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
 from edgebuild.registry import backend_tools, load_backend
 
@@ -21,6 +21,7 @@ class Infer(Op):
     name = "infer"
     version = 1
     Params = DatasetParams
+    dataset_fields = ("dataset",)
     accepts = ("*",)
     produces = "outputs"
     target_specific = True
@@ -36,7 +37,7 @@ class Infer(Op):
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format="outputs", unmeasurable=reason)
-        samples = load_stage_dataset(ctx, params.dataset)
+        samples = ctx.dataset(params.dataset)
         threads = ctx.target.profile["measure"].get("threads")
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]

@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict
 
-from edgebuild.errors import DataError
 from edgebuild.passes.base import Op, OpResult, StageContext
-from edgebuild.recipe.datasets import DatasetSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,42 +21,11 @@ if TYPE_CHECKING:
 
 
 class DatasetParams(BaseModel):
+    """Params of a stage that reads one dataset."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: str
-
-
-def load_stage_dataset(ctx: StageContext, name: str) -> Samples:
-    from edgebuild.data.loaders import load_dataset
-
-    parsed: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(ctx.recipe["datasets"][name])
-    samples = load_dataset(parsed, ctx.recipe_dir, [t["name"] for t in ctx.recipe["inputs"]], name)
-    check_matches_inputs(samples, ctx.recipe["inputs"], name)
-    return samples
-
-
-def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: str) -> None:
-    """A DataError naming the dataset and input when a sample cannot feed the model."""
-    declared = {t["name"]: t for t in tensors}
-    for input_name, array in samples.inputs.items():
-        if input_name not in declared:
-            raise DataError(f"dataset '{name}' feeds '{input_name}', which is not a model input",
-                            f"model inputs: {', '.join(declared)}")
-        tensor = declared[input_name]
-        want = list(tensor["shape"])
-        got = [1, *array.shape[1:]]  # one sample, batch of 1
-        dynamic = {int(k) for k in tensor["dynamic_axes"]}
-        same_rank = len(got) == len(want)
-        if not same_rank or any(g != w for i, (g, w) in enumerate(zip(got, want, strict=False))
-                                if i not in dynamic and i != 0):
-            hint = ("the channel order looks swapped: set preprocess.layout"
-                    if same_rank and sorted(got) == sorted(want) else
-                    "check the dataset's preprocessing (resize, crop, layout)")
-            raise DataError(f"dataset '{name}' gives input '{input_name}' samples of shape "
-                            f"{got}, the model declares {want}", hint)
-        if str(array.dtype) != tensor["dtype"]:
-            raise DataError(f"dataset '{name}' gives input '{input_name}' dtype {array.dtype}, "
-                            f"the model declares {tensor['dtype']}")
 
 
 def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples) -> None:
@@ -75,13 +42,14 @@ class Reference(Op):
     name = "reference"
     version = 1
     Params = DatasetParams
+    dataset_fields = ("dataset",)
     accepts = ("pytorch", "onnx")
     produces = "outputs"
     tools: ClassVar[tuple[str, ...]] = ("torch", "onnxruntime", "numpy", "pillow")
     summary = "FP32 reference outputs of the source model"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
-        samples = load_stage_dataset(ctx, params.dataset)
+        samples = ctx.dataset(params.dataset)
         outputs: list[dict[str, np.ndarray]] = []
         if "model" in ctx.inputs:  # an ONNX source
             import onnxruntime as ort

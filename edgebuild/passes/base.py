@@ -11,11 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.cache.store import Artifact
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
 
 
 class NoParams(BaseModel):
@@ -53,6 +56,19 @@ class StageContext:
     def input(self, role: str = "model") -> Artifact:
         return self.inputs[role]
 
+    def dataset(self, name: str) -> Samples:
+        """Load a recipe dataset, checked against the model's declared inputs."""
+        from pydantic import TypeAdapter
+
+        from edgebuild.data.loaders import check_matches_inputs, load_dataset
+        from edgebuild.recipe.datasets import DatasetSpec
+
+        spec: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(self.recipe["datasets"][name])
+        samples = load_dataset(spec, self.recipe_dir, [t["name"] for t in self.recipe["inputs"]],
+                               name)
+        check_matches_inputs(samples, self.recipe["inputs"], name)
+        return samples
+
 
 @dataclass
 class OpResult:
@@ -73,6 +89,8 @@ class Op(ABC):
     tools: ClassVar[tuple[str, ...]] = ()
     target_specific: ClassVar[bool] = False
     summary: ClassVar[str] = ""
+    # Params fields that name recipe datasets: their content enters the stage key.
+    dataset_fields: ClassVar[tuple[str, ...]] = ()
 
     def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
         """Distributions whose installed versions belong in this stage's key."""

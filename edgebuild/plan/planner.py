@@ -70,6 +70,8 @@ class _Builder:
                                    sorted(flags.items())])
         if identity in self._by_identity:
             return self._by_identity[identity]
+        fields = load_op(op).dataset_fields
+        flags["datasets"] = tuple(sorted({str(params[f]) for f in fields if params.get(f)}))
         base = f"{op}@{target}" if target else op
         stage_id, n = base, 1
         while stage_id in self.graph:
@@ -136,9 +138,9 @@ def build_plan(loaded: LoadedRecipe) -> Plan:
             dataset = gates.accuracy.dataset
             stages.reference = b.add("reference", {"dataset": dataset},
                                      {"model": source} if source else {},
-                                     uses_source=True, datasets=(dataset,))
+                                     uses_source=True)
             stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
-                                 datasets=(dataset,), measures=True)
+                                 measures=True)
         if gates.latency is not None:
             stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
                                    measures=True)

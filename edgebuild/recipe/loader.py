@@ -156,8 +156,14 @@ class _CrossCheck:
                           or f"passes: {', '.join(pass_names())}")
                 continue
             op = load_op(spec.name)
-            _, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
+            params, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
             self.problems.extend(found)
+            for field in op.dataset_fields if params is not None else ():
+                dataset = getattr(params, field)
+                if dataset is not None and dataset not in self.recipe.datasets:
+                    self._add((*here, spec.name, field), f"no dataset named '{dataset}'",
+                              did_you_mean(dataset, self.recipe.datasets)
+                              or "declare it under `datasets:`")
 
     def _options(self, loaded: LoadedProfile, overrides: dict[str, Any],
                  merged: dict[str, Any], loc: tuple[str, ...]) -> None:
