@@ -98,9 +98,38 @@ def _accuracy(target: str, gate: AccuracyGate, stages: TargetStages,
     n = int(metrics["samples"])
     message = (f"on {n} samples of '{gate.dataset}': {shown}" +
                (f"; failed: {'; '.join(failures)}" if failures else ""))
+    details: dict[str, Any] = {"dataset": gate.dataset}
+    layers = _layer_reports(stages, execution)
+    if layers:
+        details["layers"] = layers
+        if failures:
+            message += "; " + _explain(layers)
     return GateResult(target=target, gate="accuracy", status=_status(not failures),
                       counts_as_failure=bool(failures), measured=metrics, limits=limits,
-                      details={"dataset": gate.dataset}, message=message)
+                      details=details, message=message)
+
+
+def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:
+    """Per-layer comparisons recorded by the target's passes (e.g. quantize), by stage."""
+    found = {}
+    for stage_id in stages.chain:
+        run = execution.runs.get(stage_id)
+        if run is not None and run.artifact is not None and "layers" in run.artifact.metadata:
+            found[stage_id] = run.artifact.metadata["layers"]
+    return found
+
+
+def _explain(layers: dict[str, Any]) -> str:
+    """Where the optimized model leaves FP32: the sentence a failing gate adds."""
+    parts = []
+    for stage_id, report in layers.items():
+        first = report.get("first_divergence")
+        worst = ", ".join(f"{w['node']} (+{w['added']:.3f})" for w in report.get("worst", [])[:3])
+        where = (f"first diverges at {first['node']} (relative error {first['error']:.3f})"
+                 if first else "no single layer passes 5 % error")
+        parts.append(f"{stage_id} {where}; layers adding most error: {worst} "
+                     f"(exclude_nodes or accuracy_aware can keep them in float)")
+    return "; ".join(parts)
 
 
 def _latency(target: str, gate: LatencyGate, stages: TargetStages,

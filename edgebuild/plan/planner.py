@@ -31,6 +31,7 @@ class TargetStages:
     """The stages whose results one target's report is made of."""
 
     compiled: str
+    chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
     reference: str | None = None
     infer: str | None = None
     latency: str | None = None
@@ -86,59 +87,68 @@ class _Builder:
         return stage_id
 
 
+class _Chain:
+    """One target's passes, appended in order, with the format checked at each step."""
+
+    def __init__(self, builder: _Builder, target: str, source: str | None,
+                 fmt: str) -> None:
+        self.b = builder
+        self.target = target
+        self.current = source
+        self.fmt = fmt
+        self.producer = "the model source"
+        self.ids: list[str] = [source] if source else []
+
+    def _mismatch(self, consumer: str, accepts: tuple[str, ...]) -> PlanError:
+        return PlanError(
+            f"target '{self.target}': '{consumer}' takes {' or '.join(accepts)}, but "
+            f"'{self.producer}' before it produces {self.fmt}",
+            f"reorder or add passes so that something producing {accepts[0]} comes "
+            f"before '{consumer}'")
+
+    def reach(self, accepts: tuple[str, ...], consumer: str) -> None:
+        """Insert the implicit export when a PyTorch model meets an ONNX consumer."""
+        if self.fmt in accepts or "*" in accepts:
+            return
+        if self.fmt == "pytorch" and "onnx" in accepts:
+            self.add("export-onnx", {}, implicit=True)
+            return
+        raise self._mismatch(consumer, accepts)
+
+    def add(self, op_name: str, params: dict[str, Any], implicit: bool = False) -> None:
+        op = load_op(op_name)
+        self.reach(op.accepts, op_name)
+        validated = op.Params.model_validate(params).model_dump(mode="json")
+        inputs = {"model": self.current} if self.current else {}
+        self.current = self.b.add(op_name, validated, inputs,
+                                  self.target if op.target_specific else None,
+                                  uses_source=self.current is None, implicit=implicit)
+        self.ids.append(self.current)
+        self.fmt, self.producer = op.produces, op_name
+
+
 def build_plan(loaded: LoadedRecipe) -> Plan:
     recipe = loaded.recipe
     b = _Builder(loaded)
     plan = Plan(loaded, b.graph)
     from_torch = recipe.model.factory is not None
-    source: str | None = None
-    if not from_torch:
-        source = b.add("import-onnx", {}, {}, uses_source=True)
+    source = None if from_torch else b.add("import-onnx", {}, {}, uses_source=True)
     for name, entry in recipe.targets.items():
         info = loaded.targets[name]
-        current, fmt, producer = source, "pytorch" if from_torch else "onnx", "model source"
-
-        def chain(op_name: str, params: dict[str, Any], implicit: bool = False,
-                  name: str = name) -> None:
-            nonlocal current, fmt, producer
-            op = load_op(op_name)
-            if fmt not in op.accepts and "*" not in op.accepts:
-                if fmt == "pytorch" and "onnx" in op.accepts:
-                    chain("export-onnx", {}, implicit=True)
-                    return chain(op_name, params, implicit)
-                raise PlanError(
-                    f"target '{name}': '{op_name}' takes {' or '.join(op.accepts)}, but "
-                    f"'{producer}' before it produces {fmt}",
-                    f"reorder the passes so that something producing {op.accepts[0]} "
-                    f"comes before '{op_name}'")
-            validated = op.Params.model_validate(params).model_dump(mode="json")
-            inputs = {"model": current} if current else {}
-            current = b.add(op_name, validated, inputs, name if op.target_specific else None,
-                            uses_source=current is None, implicit=implicit)
-            fmt, producer = op.produces, op_name
-
+        chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
         passes: list[PassSpec] = [*recipe.passes, *entry.passes]
         for spec in passes:
-            chain(spec.name, spec.params)
+            chain.add(spec.name, spec.params)
         backend = backend_entry(info.backend)
-        if fmt not in backend.accepts:
-            if fmt == "pytorch" and "onnx" in backend.accepts:
-                chain("export-onnx", {}, implicit=True)
-            else:
-                raise PlanError(
-                    f"target '{name}': backend '{info.backend}' takes "
-                    f"{' or '.join(backend.accepts)}, but '{producer}' produces {fmt}",
-                    "add or reorder passes so the model reaches a format the backend takes")
-        assert current is not None or from_torch
-        compiled = b.add("compile", {}, {"model": current} if current else {}, name,
-                         uses_source=current is None)
-        stages = TargetStages(compiled=compiled)
+        chain.reach(backend.accepts, f"backend {info.backend}")
+        inputs = {"model": chain.current} if chain.current else {}
+        compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
+        stages = TargetStages(compiled=compiled, chain=chain.ids)
         gates = entry.gates
         if gates.accuracy is not None:
             dataset = gates.accuracy.dataset
             stages.reference = b.add("reference", {"dataset": dataset},
-                                     {"model": source} if source else {},
-                                     uses_source=True)
+                                     {"model": source} if source else {}, uses_source=True)
             stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
                                  measures=True)
         if gates.latency is not None:

@@ -1,0 +1,114 @@
+"""Per-layer comparison of an optimized ONNX model against its FP32 original.
+
+Both models are run with every intermediate float tensor exposed as an output;
+tensors are matched by name (the ORT quantizer keeps the original tensor names
+on the float side of each Q/DQ pair). For each matched tensor we report its
+relative error, and the error it *adds* over its inputs (its local
+contribution): error accumulates downstream, so the layers that matter are
+where it jumps, not where it is largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FLOAT_TYPES = (1, 10)  # onnx.TensorProto.FLOAT, FLOAT16
+
+
+@dataclass(frozen=True)
+class LayerError:
+    node: str  # the node producing the tensor
+    op_type: str
+    tensor: str
+    error: float  # ||a - b|| / ||a|| over the samples
+    added: float  # error minus the largest error among its inputs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor,
+                "error": round(self.error, 6), "added": round(self.added, 6)}
+
+
+def exposed_session(path: Path, threads: int = 1) -> tuple[Any, list[str]]:
+    """An ORT session of `path` whose outputs include every float intermediate tensor."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    known = {v.name: v for v in [*model.graph.value_info, *model.graph.output]}
+    existing = {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        for name in node.output:
+            info = known.get(name)
+            if name and name not in existing and info is not None and \
+                    info.type.tensor_type.elem_type in FLOAT_TYPES:
+                model.graph.output.append(info)
+                existing.add(name)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"])
+    return session, [o.name for o in session.get_outputs()]
+
+
+def producers(path: Path) -> dict[str, str]:
+    """Tensor name -> op type of the node producing it."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return {out: node.op_type for node in graph.node for out in node.output}
+
+
+def run_all(path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every exposed tensor of `path`, samples concatenated on axis 0 (float64)."""
+    session, names = exposed_session(path)
+    collected: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for feed in feeds:
+        for name, value in zip(names, session.run(names, feed), strict=True):
+            collected[name].append(np.asarray(value, dtype=np.float64).reshape(1, -1))
+    return {n: np.concatenate(v) for n, v in collected.items()}
+
+
+def compare_layers(reference: Path, candidate: Path,
+                   feeds: list[dict[str, np.ndarray]]) -> list[LayerError]:
+    """Errors of every tensor the two models share, in the reference's node order."""
+    import onnx
+
+    ref_values = run_all(reference, feeds)
+    got_values = run_all(candidate, feeds)
+    graph = onnx.load(str(reference), load_external_data=False).graph
+    # A quantizer may reroute a name (a Clip folded into a Q/DQ range): only a tensor
+    # made by the same kind of op in both models is the same quantity.
+    candidate_ops = producers(candidate)
+    errors: dict[str, float] = {}
+    layers: list[LayerError] = []
+    for node in graph.node:
+        inputs_error = max((errors.get(i, 0.0) for i in node.input), default=0.0)
+        for tensor in node.output:
+            if tensor not in ref_values or tensor not in got_values or \
+                    candidate_ops.get(tensor) != node.op_type:
+                continue
+            a, b = ref_values[tensor], got_values[tensor]
+            if a.shape != b.shape:
+                continue
+            norm = float(np.linalg.norm(a))
+            error = float(np.linalg.norm(a - b)) / (norm if norm > 0 else 1.0)
+            errors[tensor] = error
+            layers.append(LayerError(node.name or tensor, node.op_type, tensor, error,
+                                     error - inputs_error))
+    return layers
+
+
+def worst(layers: list[LayerError], count: int = 10) -> list[LayerError]:
+    """The layers that add the most error, worst first."""
+    return sorted(layers, key=lambda layer: layer.added, reverse=True)[:count]
+
+
+def first_divergence(layers: list[LayerError], threshold: float = 0.05) -> LayerError | None:
+    """The first layer (graph order) whose relative error passes `threshold`."""
+    return next((layer for layer in layers if layer.error > threshold), None)
+
