@@ -55,6 +55,7 @@ class RunOptions:
     jobs: int = 1
     policy: FailurePolicy = FailurePolicy.FAIL_FAST
     progress: Progress | None = None  # called with ('start'|'end', stage or run)
+    baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -66,7 +67,12 @@ def run(recipe: Path | LoadedRecipe, options: RunOptions | None = None) -> Repor
     started_wall = dt.datetime.now(dt.UTC)
     started = time.perf_counter()
     loaded = recipe if isinstance(recipe, LoadedRecipe) else load_recipe(recipe)
-    built = build_plan(loaded)
+    baselines = None
+    if options.baseline is not None:
+        from edgebuild.report.baseline import baseline_artifacts
+
+        baselines = baseline_artifacts(options.baseline)
+    built = build_plan(loaded, baselines)
     store = Store(options.cache_dir or default_cache_dir())
     resolver = KeyResolver(built, store)
     # User mistakes in files and datasets surface here, before any work starts.
@@ -108,7 +114,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             artifact_path = str((destination / compiled.main.name).relative_to(out))
         targets.append(TargetReport(
             name=name, profile=info.profile["name"], backend=info.backend,
-            artifact=artifact_path, size_bytes=compiled.size_bytes if compiled else None,
+            artifact=artifact_path, format=compiled.format if compiled else None,
+            size_bytes=compiled.size_bytes if compiled else None,
             gates=gates))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,

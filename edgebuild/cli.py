@@ -44,7 +44,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-going", action="store_true",
                    help="after a failed stage, still run everything that does not depend on it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--baseline", type=Path, default=None, metavar="REPORT",
+                   help="report.json of an earlier run: also time its artifacts against "
+                        "these, interleaved, and gate on the regression")
     with_cache(p)
+
+    p = sub.add_parser("compare", help="compare the latency samples of two reports")
+    p.add_argument("base", type=Path, help="baseline report.json")
+    p.add_argument("head", type=Path, help="candidate report.json")
+    p.add_argument("--threshold", type=float, default=10.0,
+                   help="largest allowed slowdown, percent (default 10)")
 
     p = sub.add_parser("plan", help="show the build graph and what would run")
     p.add_argument("recipe", type=Path)
@@ -101,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = api.RunOptions(
         out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
-        progress=None if args.quiet else ProgressPrinter(total))
+        progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline)
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
@@ -212,8 +221,38 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-COMMANDS = {"run": cmd_run, "plan": cmd_plan, "validate": cmd_validate, "schema": cmd_schema,
-            "targets": cmd_targets, "passes": cmd_passes, "cache": cmd_cache}
+def cmd_compare(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from edgebuild.gates.regression import decide
+    from edgebuild.report.baseline import latency_samples, load_report
+
+    base, head = load_report(args.base), load_report(args.head)
+    base_samples, head_samples = latency_samples(base), latency_samples(head)
+    common = sorted(set(base_samples) & set(head_samples))
+    if not common:
+        raise EdgebuildError("the two reports share no target with latency samples",
+                             f"targets: {sorted(base_samples)} vs {sorted(head_samples)}")
+    print("note: the reports were measured in separate runs, so drift of the machine "
+          "between them is not controlled;\n      in CI prefer `edgebuild run --baseline "
+          "REPORT`, which measures both interleaved.")
+    worst = ExitCode.OK
+    for target in common:
+        verdict = decide(np.asarray(base_samples[target]), np.asarray(head_samples[target]),
+                         args.threshold / 100)
+        print(f"  {verdict.decision.upper():<11} {target}: {verdict.sentence()}")
+        if verdict.regressed:
+            worst = ExitCode.GATE_FAILED
+    for name, report in (("base", base), ("head", head)):
+        loads = {g.target: g.details.get("conditions", {}).get("load_average")
+                 for g in report.gates if g.gate == "latency"}
+        print(f"  {name} load average at measurement: {loads}")
+    return worst
+
+
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan,
+            "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
+            "passes": cmd_passes, "cache": cmd_cache}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ milliseconds, and a changed limit never forces a re-measurement.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
@@ -32,6 +33,8 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
         results.append(_accuracy(target, gates.accuracy, stages, execution, policy))
     if gates.latency is not None:
         results.append(_latency(target, gates.latency, stages, execution, policy))
+        if stages.compare is not None:
+            results.append(_regression(target, gates.latency, stages, execution, policy))
     if gates.size is not None:
         compiled = execution.runs.get(stages.compiled)
         if compiled is None or compiled.artifact is None:
@@ -153,5 +156,41 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
         target=target, gate="latency", status=_status(ok), counts_as_failure=not ok,
         measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")},
         limits={"budget_ms": gate.budget_ms, "percentile": gate.percentile},
-        details={"ci95": [low, high], "conditions": stats.get("conditions", {})},
+        details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
+                 "samples_ms": _subsample(run.artifact.path / "samples_ms.npy")},
         message=message)
+
+
+def _subsample(path: Path, keep: int = 2000) -> list[float]:
+    """At most `keep` samples in time order, so `edgebuild compare` can test two reports."""
+    import numpy as np
+
+    samples = np.load(path)
+    if len(samples) > keep:
+        samples = samples[np.linspace(0, len(samples) - 1, keep).astype(int)]
+    return [round(float(v), 4) for v in samples]
+
+
+def _regression(target: str, gate: LatencyGate, stages: TargetStages,
+                execution: ExecutionResult, policy: Policy) -> GateResult:
+    import numpy as np
+
+    from edgebuild.gates.regression import decide
+
+    run = execution.runs.get(stages.compare or "")
+    blocked = _blocked(target, "regression", run, policy)
+    if blocked is not None:
+        return blocked
+    assert run and run.artifact
+    verdict = decide(np.load(run.artifact.path / "baseline_ms.npy"),
+                     np.load(run.artifact.path / "candidate_ms.npy"),
+                     gate.max_regression_pct / 100)
+    status = {"regression": GateStatus.FAILED, "ok": GateStatus.PASSED,
+              "undecided": GateStatus.UNDECIDED}[verdict.decision]
+    return GateResult(
+        target=target, gate="regression", status=status, counts_as_failure=verdict.regressed,
+        measured={"ratio": verdict.ratio, "baseline_p50": run.artifact.metadata["baseline_p50"],
+                  "candidate_p50": run.artifact.metadata["candidate_p50"]},
+        limits={"max_regression_pct": gate.max_regression_pct},
+        details={**verdict.to_json(), "conditions": run.artifact.metadata.get("conditions")},
+        message=verdict.sentence())

@@ -13,6 +13,7 @@ class GateStatus(StrEnum):
     FAILED = "failed"
     UNMEASURABLE = "unmeasurable"  # this machine cannot measure it; policy decides
     NOT_RUN = "not-run"  # a stage it depends on failed
+    UNDECIDED = "undecided"  # measured, but too noisy (or no baseline) to decide: warns
 
 
 class GateResult(BaseModel):

@@ -35,6 +35,7 @@ class TargetStages:
     reference: str | None = None
     infer: str | None = None
     latency: str | None = None
+    compare: str | None = None  # A/B latency against a baseline artifact
 
 
 @dataclass
@@ -127,7 +128,9 @@ class _Chain:
         self.fmt, self.producer = op.produces, op_name
 
 
-def build_plan(loaded: LoadedRecipe) -> Plan:
+def build_plan(loaded: LoadedRecipe,
+               baselines: dict[str, dict[str, Any]] | None = None) -> Plan:
+    """The stage graph; `baselines` (target -> CompareLatency params) adds A/B stages."""
     recipe = loaded.recipe
     b = _Builder(loaded)
     plan = Plan(loaded, b.graph)
@@ -154,5 +157,8 @@ def build_plan(loaded: LoadedRecipe) -> Plan:
         if gates.latency is not None:
             stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
                                    measures=True)
+            if baselines and name in baselines:
+                stages.compare = b.add("compare-latency", baselines[name],
+                                       {"model": compiled}, name, measures=True)
         plan.targets[name] = stages
     return plan

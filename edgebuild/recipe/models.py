@@ -120,6 +120,9 @@ class LatencyGate(Strict):
 
     budget_ms: float = Field(gt=0, description="Budget in milliseconds for the percentile.")
     percentile: Literal[50, 90, 99] = Field(50, description="Which percentile is gated.")
+    max_regression_pct: float = Field(
+        10.0, gt=0, le=1000,
+        description="With `run --baseline`: slowest allowed change vs the baseline, percent.")
 
 
 class SizeGate(Strict):

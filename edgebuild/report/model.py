@@ -31,6 +31,7 @@ class TargetReport(BaseModel):
     profile: str
     backend: str
     artifact: str | None = Field(None, description="Final artifact, relative to the out dir.")
+    format: str | None = Field(None, description="The artifact's format (onnx, openvino-ir, …).")
     size_bytes: int | None = None
     gates: list[GateResult] = Field(default_factory=list)
 

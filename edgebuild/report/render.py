@@ -8,7 +8,8 @@ from edgebuild.gates.result import GateStatus
 from edgebuild.report.model import Report
 
 ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
-         GateStatus.UNMEASURABLE: "⚠️ not measurable", GateStatus.NOT_RUN: "❌ not run"}
+         GateStatus.UNMEASURABLE: "⚠️ not measurable", GateStatus.NOT_RUN: "❌ not run",
+         GateStatus.UNDECIDED: "⚠️ undecided"}
 
 
 def _verdict(report: Report) -> str:
@@ -63,6 +64,9 @@ def junit(report: Report) -> str:
             elif gate.status is GateStatus.NOT_RUN:
                 errors += 1
                 ET.SubElement(case, "error", message=gate.message).text = gate.message
+            elif gate.status is GateStatus.UNDECIDED:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=gate.message)
             elif gate.status is GateStatus.UNMEASURABLE:
                 if gate.counts_as_failure:
                     failures += 1

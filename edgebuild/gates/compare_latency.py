@@ -1,0 +1,73 @@
+"""compare-latency: the baseline's artifact and this build's, timed interleaved.
+
+Planned only for `edgebuild run --baseline REPORT`; see regression.py for why
+both must be measured in the same process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from edgebuild.cache.store import Artifact
+from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.passes.torch_model import sample_inputs
+from edgebuild.recipe.common import MeasureSettings
+from edgebuild.registry import backend_tools, load_backend
+
+
+class BaselineParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str  # folder holding the baseline's artifact files
+    main: str  # its primary file
+    format: str
+    digest: str  # content digest of the folder: the cache key follows the baseline
+
+
+class CompareLatency(Op):
+    name = "compare-latency"
+    version = 1
+    Params = BaselineParams
+    accepts = ("*",)
+    produces = "latency-comparison"
+    target_specific = True
+    summary = "time the baseline artifact and this one, interleaved"
+    tools: ClassVar[tuple[str, ...]] = ("numpy",)
+
+    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+        assert target is not None
+        return (*backend_tools(target.backend), "numpy")
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import numpy as np
+
+        from edgebuild.gates.latency import conditions
+        from edgebuild.gates.regression import measure_interleaved
+
+        assert ctx.target is not None
+        p: BaselineParams = params
+        backend = load_backend(ctx.target.backend)
+        reason = backend.unmeasurable_reason(ctx.target)
+        if reason:
+            return OpResult(main="", format=self.produces, unmeasurable=reason)
+        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
+        baseline = Artifact(key="baseline", format=p.format, path=Path(p.path), files={},
+                            sizes={}, metadata={"main": p.main})
+        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        before = conditions(settings.threads)
+        with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
+                backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
+            base, head = measure_interleaved(lambda: base_runner.infer(feeds),
+                                             lambda: head_runner.infer(feeds), settings)
+        np.save(ctx.out / "baseline_ms.npy", base)
+        np.save(ctx.out / "candidate_ms.npy", head)
+        summary = {"blocks": len(base), "baseline_p50": float(np.median(base)),
+                   "candidate_p50": float(np.median(head)),
+                   "conditions": {**before,
+                                  "load_average_after": conditions(None)["load_average"]}}
+        (ctx.out / "comparison.json").write_text(json.dumps(summary, indent=1))
+        return OpResult(main="comparison.json", format=self.produces, metadata=summary)

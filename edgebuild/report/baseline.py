@@ -1,0 +1,48 @@
+"""Read a previous run's report: its artifacts (for `run --baseline`) and samples (`compare`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from edgebuild.cache.digest import digest_file, digest_json
+from edgebuild.errors import EdgebuildError
+from edgebuild.report.model import Report
+
+
+def load_report(path: Path) -> Report:
+    try:
+        return Report.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise EdgebuildError(f"{path}: report not found",
+                             "pass the report.json of an earlier `edgebuild run`") from None
+    except (ValidationError, ValueError) as exc:
+        raise EdgebuildError(f"{path}: not an edgebuild report ({str(exc).splitlines()[0]})",
+                             "it may come from an incompatible edgebuild version") from None
+
+
+def baseline_artifacts(path: Path) -> dict[str, dict[str, Any]]:
+    """Target -> CompareLatency params, for every baseline target that has an artifact."""
+    report = load_report(path)
+    found: dict[str, dict[str, Any]] = {}
+    for target in report.targets:
+        if target.artifact is None or target.format is None:
+            continue
+        main = path.parent / target.artifact
+        folder = main.parent
+        if not main.is_file():
+            raise EdgebuildError(f"{path}: the baseline artifact {main} is missing",
+                                 "keep the whole --out folder of the baseline run")
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        digest = digest_json([[str(f.relative_to(folder)), digest_file(f)] for f in files])
+        found[target.name] = {"path": str(folder.resolve()), "main": main.name,
+                              "format": target.format, "digest": digest}
+    return found
+
+
+def latency_samples(report: Report) -> dict[str, list[float]]:
+    """Target -> the latency samples a report carries (subsampled, in time order)."""
+    return {g.target: g.details["samples_ms"] for g in report.gates
+            if g.gate == "latency" and g.details.get("samples_ms")}
