@@ -125,7 +125,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
         started=run.started, finished=run.finished,
         metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
-                  if k in ("before", "after", "check", "graph", "seconds", "samples")},
+                  if k not in ("main", "stage", "op", "conditions")},
     ) for run in (execution.runs[s.id] for s in built.order())]
     if execution.failed:
         code = ExitCode.STAGE_FAILED

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.errors import StageError
 from edgebuild.passes.base import Op, OpResult, StageContext
 from edgebuild.passes.onnx_stats import graph_stats
-from edgebuild.passes.torch_model import build_torch_model, sample_inputs
+from edgebuild.passes.torch_model import load_stage_model, sample_inputs
 
 
 class ExportParams(BaseModel):
@@ -49,7 +49,7 @@ class ExportOnnx(Op):
         import torch
 
         p: ExportParams = params
-        model = build_torch_model(ctx.recipe["model"], ctx.recipe_dir)
+        model = load_stage_model(ctx)
         tensors = ctx.recipe["inputs"]
         names = [t["name"] for t in tensors]
         outputs = ctx.recipe["outputs"]

@@ -38,6 +38,20 @@ def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
     return model.eval()
 
 
+def load_stage_model(ctx: Any) -> Any:
+    """The model a torch stage works on: a `pytorch` artifact from an earlier pass
+    (e.g. prune), else the recipe's source model."""
+    import torch
+
+    if "model" not in ctx.inputs:
+        return build_torch_model(ctx.recipe["model"], ctx.recipe_dir)
+    source = ModelSource.model_validate(ctx.recipe["model"])
+    if source.factory is not None:
+        load_callable(source.factory, ctx.recipe_dir)  # makes the model's classes importable
+    # Our own cache entry, written by torch.save of a whole module: trusted, not user input.
+    return torch.load(ctx.input().main, map_location="cpu", weights_only=False).eval()
+
+
 def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int) -> list[dict[str, Any]]:
     """Seeded random inputs of the declared shapes and dtypes, as numpy arrays."""
     import numpy as np

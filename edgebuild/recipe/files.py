@@ -55,16 +55,19 @@ def split_callable(ref: str) -> tuple[str, str]:
 def load_callable(ref: str, base_dir: Path) -> object:
     """Import `module:attr.path` or `path/to/file.py:attr` and return the attribute."""
     import importlib
+    import sys
 
     module_name, attr = split_callable(ref)
     if module_name.endswith(".py"):
         path = resolve_file(module_name, base_dir)
         if not path.is_file():
             raise EdgebuildError(f"'{ref}': file {path} not found")
-        spec = importlib.util.spec_from_file_location(f"_edgebuild_user_.{path.stem}", path)
+        spec = importlib.util.spec_from_file_location(f"_edgebuild_user_{path.stem}", path)
         if spec is None or spec.loader is None:
             raise EdgebuildError(f"'{ref}': cannot import {path}")
         module = importlib.util.module_from_spec(spec)
+        # Registered so that pickles of its classes (a pruned model) load in another process.
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     else:
         try:
