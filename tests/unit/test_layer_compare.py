@@ -1,0 +1,36 @@
+"""Per-layer comparison: where two models' intermediate tensors part ways."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgebuild.passes.layer_compare import compare_layers, first_divergence, worst
+from tests.conftest import make_tiny_onnx
+
+pytest.importorskip("onnxruntime", reason="runs the models with onnxruntime")
+
+
+def test_identical_models_do_not_diverge(tmp_path: Path) -> None:
+    a = make_tiny_onnx(tmp_path / "a.onnx")
+    feeds = [{"x": np.ones((1, 4), np.float32)}]
+    layers = compare_layers(a, a, feeds)
+    assert [layer.op_type for layer in layers] == ["MatMul", "Relu"]
+    assert all(layer.error == 0 for layer in layers)
+    assert first_divergence(layers) is None
+
+
+def test_perturbed_weights_are_blamed_on_the_matmul(tmp_path: Path) -> None:
+    a = make_tiny_onnx(tmp_path / "a.onnx", scale=2.0)
+    b = make_tiny_onnx(tmp_path / "b.onnx", scale=2.4)
+    feeds = [{"x": np.random.default_rng(0).standard_normal((1, 4)).astype(np.float32)}
+             for _ in range(4)]
+    layers = compare_layers(a, b, feeds)
+    matmul = layers[0]
+    assert matmul.op_type == "MatMul"
+    assert matmul.error == pytest.approx(0.2, rel=1e-3)  # a 20 % weight change
+    diverged = first_divergence(layers)
+    assert diverged is not None and diverged.op_type == "MatMul"
+    assert worst(layers, 1)[0].op_type == "MatMul"  # the Relu adds nothing of its own
