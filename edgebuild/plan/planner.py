@@ -139,7 +139,8 @@ def build_plan(loaded: LoadedRecipe,
     for name, entry in recipe.targets.items():
         info = loaded.targets[name]
         chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
-        passes: list[PassSpec] = [*recipe.passes, *entry.passes]
+        inherited = recipe.passes if entry.inherit_passes else []
+        passes: list[PassSpec] = [*inherited, *entry.passes]
         for spec in passes:
             chain.add(spec.name, spec.params)
         backend = backend_entry(info.backend)

@@ -15,8 +15,20 @@ def render(plan: Plan, status: dict[str, StageStatus], fmt: str) -> str:
 
 
 def _label(plan: Plan, stage_id: str) -> str:
+    """The stage id with the params that differ from the op's defaults (what a reviewer wrote)."""
+    from edgebuild.registry import load_op
+
     stage = plan.stage(stage_id)
-    params = ", ".join(f"{k}={v}" for k, v in stage.params.items())
+    fields = load_op(stage.op).Params.model_fields
+    shown = {}
+    for key, value in stage.params.items():
+        field = fields.get(key)
+        if field is not None and not field.is_required():
+            default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+            if value == (default.value if hasattr(default, "value") else default):
+                continue
+        shown[key] = value
+    params = ", ".join(f"{k}={v}" for k, v in shown.items())
     return f"{stage.id}({params})" if params else stage.id
 
 
@@ -26,7 +38,7 @@ def _text(plan: Plan, status: dict[str, StageStatus]) -> str:
     loaded = plan.recipe
     lines = [f"plan for '{loaded.recipe.name}' ({loaded.path}): {len(order)} stages, "
              f"{cached} cached, {len(order) - cached} to run"]
-    width = max(len(_label(plan, s.id)) for s in order)
+    width = min(48, max(len(_label(plan, s.id)) for s in order))
     for stage in order:
         state = status[stage.id].state.value
         after = f"  <- {', '.join(stage.upstream)}" if stage.upstream else ""

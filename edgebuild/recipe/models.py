@@ -146,6 +146,9 @@ class TargetEntry(Strict):
     passes: list[PassSpec] = Field(
         default_factory=list, description="Passes added after the recipe-wide ones."
     )
+    inherit_passes: bool = Field(
+        True, description="false: use only this target's `passes` (e.g. to prune before "
+        "exporting when the recipe-wide passes start with export-onnx).")
     options: dict[str, Any] = Field(
         default_factory=dict, description="Overrides of the profile's backend options."
     )

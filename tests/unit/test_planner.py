@@ -83,3 +83,12 @@ def test_measurement_stages_are_marked(tmp_path: Path) -> None:
     measuring = {s.id for s in plan.order() if s.measures}
     assert measuring == {"infer@host-cpu", "measure-latency@host-cpu",
                          "infer@rpi4", "measure-latency@rpi4"}
+
+
+def test_target_can_replace_the_recipe_passes(tmp_path: Path) -> None:
+    text = RECIPE.replace("  intel-cpu: {}", "  intel-cpu:\n    inherit_passes: false\n"
+                          "    passes: [prune: {ratio: 0.5}, export-onnx]")
+    plan = plan_of(tmp_path, text)
+    assert plan.stage("compile@intel-cpu").upstream == ["export-onnx#2"]
+    assert plan.stage("export-onnx#2").upstream == ["prune"]
+    assert plan.stage("prune").upstream == []
