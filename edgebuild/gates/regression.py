@@ -30,6 +30,7 @@ from edgebuild.recipe.common import MeasureSettings
 
 BLOCK = 10  # runs per block: short enough to share a machine state, long enough for a median
 MIN_BLOCKS = 5  # fewer cannot support a confidence interval
+SETTLE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ def measure_interleaved(run_baseline: Callable[[], Any], run_candidate: Callable
     max_blocks = max(min_blocks, settings.max_iterations // BLOCK)
     while len(base) < max_blocks:
         for run, out in ((run_baseline, base), (run_candidate, cand)):
+            # A runtime's worker threads keep spinning for tens of ms after a run; let
+            # them settle so one model's idle threads do not slow the other's block.
+            time.sleep(SETTLE_S)
             times = []
             for _ in range(BLOCK):
                 t0 = time.perf_counter_ns()

@@ -59,6 +59,8 @@ class QuantizeParams(BaseModel):
     activation_symmetric: bool = Field(
         False, description="Zero point 0; TensorRT needs `activation_type: int8` and this.")
     weight_symmetric: bool = True
+    reduce_range: bool = Field(
+        False, description="7-bit weights: avoids u8s8 saturation on x86 CPUs without VNNI.")
     op_types: list[str] | None = Field(
         None, description="Only quantize these op types (default: all the quantizer supports).")
     exclude_nodes: list[str] = Field(default_factory=list,
@@ -79,7 +81,7 @@ class QuantizeParams(BaseModel):
 
 class Quantize(Op):
     name = "quantize"
-    version = 2
+    version = 3
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"

@@ -65,8 +65,9 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         return
     if p.mode == "dynamic":
         quantize_dynamic(source, destination, per_channel=p.per_channel,
-                         weight_type=types[p.weight_type], op_types_to_quantize=p.op_types,
-                         nodes_to_exclude=exclude, nodes_to_quantize=only)
+                         reduce_range=p.reduce_range, weight_type=types[p.weight_type],
+                         op_types_to_quantize=p.op_types, nodes_to_exclude=exclude,
+                         nodes_to_quantize=only)
         return
     assert calibration is not None
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
@@ -77,7 +78,7 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         extra["CalibPercentile"] = p.percentile
     quantize_static(
         source, destination, _Reader(calibration), quant_format=QuantFormat.QDQ,
-        op_types_to_quantize=p.op_types, per_channel=p.per_channel,
+        op_types_to_quantize=p.op_types, per_channel=p.per_channel, reduce_range=p.reduce_range,
         activation_type=types[p.activation_type], weight_type=types[p.weight_type],
         nodes_to_exclude=exclude, nodes_to_quantize=only,
         calibrate_method=methods[p.method], extra_options=extra,

@@ -25,7 +25,7 @@ def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
     assert "Traceback" not in cold.stderr
     cached = edgebuild("run", recipe, "--out", str(out))
     assert cached.returncode == 0, cached.stdout + cached.stderr
-    assert "0 stages executed: all 6 cached" in cached.stdout
+    assert "0 stages executed: all" in cached.stdout
     report: dict = json.loads((out / "report.json").read_text())  # type: ignore[type-arg]
     assert all(stage["cached"] for stage in report["stages"])
     return report
