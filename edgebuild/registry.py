@@ -52,6 +52,19 @@ PASSES: dict[str, PassEntry] = {
         "edgebuild.passes.onnx_optimize:OnnxOptimize",
         "shape inference, constant folding, simplification, portable ORT graph optimization",
     ),
+    "openvino-quantize": PassEntry(
+        "edgebuild.passes.openvino_quantize:OpenVinoQuantize",
+        "ONNX -> INT8 OpenVINO IR with NNCF post-training quantization (optionally "
+        "accuracy-controlled)", extra="openvino",
+    ),
+    "prune": PassEntry(
+        "edgebuild.passes.prune:Prune",
+        "structured L1/L2 filter pruning that removes channels (PyTorch, before export)",
+    ),
+    "quantize": PassEntry(
+        "edgebuild.passes.quantize:Quantize",
+        "INT8 (dynamic, or static QDQ with calibration; accuracy-aware) or FP16",
+    ),
 }
 
 # Internal stage operations the planner adds around the passes.
@@ -61,6 +74,7 @@ OPS: dict[str, str] = {
     "reference": "edgebuild.gates.reference:Reference",
     "infer": "edgebuild.gates.accuracy:Infer",
     "measure-latency": "edgebuild.gates.latency:MeasureLatency",
+    "compare-latency": "edgebuild.gates.compare_latency:CompareLatency",
 }
 
 BACKENDS: dict[str, BackendEntry] = {
@@ -69,8 +83,8 @@ BACKENDS: dict[str, BackendEntry] = {
         ref="edgebuild.backends.onnxruntime:OnnxRuntimeBackend",
     ),
     "openvino": BackendEntry(
-        "Intel OpenVINO IR", ("onnx",), "openvino-ir", extra="openvino",
-        tracking="the OpenVINO backend issue",
+        "Intel OpenVINO IR", ("onnx", "openvino-ir"), "openvino-ir", extra="openvino",
+        ref="edgebuild.backends.openvino:OpenVinoBackend",
     ),
     "tflite": BackendEntry(
         "TensorFlow Lite / LiteRT via onnx2tf", ("onnx",), "tflite", extra="tflite",

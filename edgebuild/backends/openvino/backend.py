@@ -1,0 +1,202 @@
+"""Compile = convert ONNX (FP32, FP16 or QDQ INT8) or an NNCF-quantized IR to OpenVINO IR.
+
+Two OpenVINO defaults would silently change what a recipe asked for, so both
+are explicit options here, off unless a recipe turns them on:
+
+- `save_model` stores weights as FP16 unless told otherwise (`compress_to_fp16`).
+- On CPUs with AVX-512 BF16 or AMX, the CPU plugin computes in bf16 unless
+  `INFERENCE_PRECISION_HINT` says otherwise (`inference_precision`, default f32).
+
+The compile stage also loads the IR on this machine when the device exists, so
+a bad IR fails here rather than in a measurement, and the report shows the
+precision each layer really runs in (a hint the CPU cannot honour is dropped).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edgebuild.backends.base import Backend, Runner
+from edgebuild.backends.openvino import ir
+from edgebuild.backends.openvino.runner import OpenVinoRunner
+from edgebuild.errors import StageError
+from edgebuild.passes.base import OpResult, TargetInfo
+
+if TYPE_CHECKING:
+    from edgebuild.cache.store import Artifact
+
+
+class Device(StrEnum):
+    CPU = "CPU"
+    GPU = "GPU"
+    NPU = "NPU"
+
+
+class InferencePrecision(StrEnum):
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+
+
+class PerformanceHint(StrEnum):
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
+class Shapes(StrEnum):
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class OpenVinoOptions(BaseModel):
+    """Options of the OpenVINO backend (target profile `options:`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: Device = Field(Device.CPU, description="OpenVINO device: CPU, GPU or NPU.")
+    inference_precision: InferencePrecision = Field(
+        InferencePrecision.F32,
+        description="INFERENCE_PRECISION_HINT. f32 by default: OpenVINO's own CPU default is "
+        "bf16 on CPUs with AVX-512 BF16/AMX, which changes numerics.")
+    compress_to_fp16: bool = Field(
+        False, description="Store weights as FP16 in the .bin (OpenVINO's save_model default "
+        "is true; false keeps an FP32 model FP32).")
+    performance_hint: PerformanceHint = Field(
+        PerformanceHint.LATENCY, description="PERFORMANCE_HINT: latency or throughput.")
+    num_streams: int | None = Field(
+        None, ge=1, description="NUM_STREAMS; default: what the performance hint picks.")
+    inference_num_threads: int | None = Field(
+        None, ge=1, description="INFERENCE_NUM_THREADS (CPU) when the target's "
+        "`measure.threads` is not set.")
+    shapes: Shapes = Field(
+        Shapes.STATIC, description="`static`: fix every input shape in the IR (dynamic "
+        "dimensions become 1 unless `input_shapes` says otherwise); `dynamic`: keep the "
+        "model's dynamic dimensions.")
+    input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="With `shapes: static`: input name -> shape.")
+
+    @model_validator(mode="after")
+    def _shapes(self) -> OpenVinoOptions:
+        if self.input_shapes and self.shapes is Shapes.DYNAMIC:
+            raise ValueError("`input_shapes` fixes shapes; it needs `shapes: static`")
+        for name, shape in self.input_shapes.items():
+            if not shape or any(d < 1 for d in shape):
+                raise ValueError(f"input_shapes.{name}: every dimension must be >= 1")
+        return self
+
+
+class OpenVinoBackend(Backend):
+    name = "openvino"
+    summary = "Intel OpenVINO IR (CPU runs here; GPU/NPU build and plan)"
+    accepts = ("onnx", "openvino-ir")
+    produces = "openvino-ir"
+    Options = OpenVinoOptions
+    tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
+
+    def compile(self, model: Artifact, target: TargetInfo, out: Path) -> OpResult:
+        ov = ir.load_openvino()
+        options = OpenVinoOptions.model_validate(target.options)
+        if model.format == "onnx":
+            ov_model = ov.convert_model(str(model.main))
+            ir.name_outputs(ov_model, ir.onnx_output_names(model.main))
+            quantization = ir.onnx_quantization(model.main)
+        else:  # an IR from `openvino-quantize`: its outputs are named already
+            ov_model = ov.Core().read_model(str(model.main))
+            quantization = model.metadata.get("quantization", {}).get("path", "unknown")
+        shapes = _reshape(ov, ov_model, options)
+        destination = out / "model.xml"
+        ov.save_model(ov_model, str(destination), compress_to_fp16=options.compress_to_fp16)
+        graph = ir.ir_stats(destination)
+        graph["quantization"] = quantization
+        precision: dict[str, Any] = {
+            "compress_to_fp16": options.compress_to_fp16,
+            "inference_precision": options.inference_precision.value,
+            **self._on_this_host(ov, destination, options),
+        }
+        return OpResult(
+            main="model.xml", format="openvino-ir",
+            metadata={"openvino": ir.version(), "source_format": model.format,
+                      "device": options.device.value, "shapes": shapes,
+                      "outputs": [o.get_any_name() for o in ov_model.outputs],
+                      "graph": graph, "precision": precision})
+
+    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+        options = OpenVinoOptions.model_validate(target.options)
+        return OpenVinoRunner(artifact.main, options.device.value,
+                              runtime_config(options, threads))
+
+    def unmeasurable_reason(self, target: TargetInfo) -> str:
+        reason = super().unmeasurable_reason(target)
+        if reason:
+            return reason
+        device = OpenVinoOptions.model_validate(target.options).device.value
+        available = list(ir.load_openvino().Core().available_devices)
+        if not any(d == device or d.startswith(f"{device}.") for d in available):
+            return (f"not measurable here: needs an Intel {device} "
+                    f"(OpenVINO on this machine sees only {', '.join(available) or 'nothing'})")
+        return ""
+
+    def _on_this_host(self, ov: Any, xml: Path, options: OpenVinoOptions) -> dict[str, Any]:
+        """Load the IR on this machine's device, if it has one: what precision really runs."""
+        core = ov.Core()
+        device = options.device.value
+        if device not in {d.split(".")[0] for d in core.available_devices}:
+            return {"checked_on_this_host": False}
+        compiled = core.compile_model(core.read_model(str(xml)), device,
+                                      runtime_config(options, threads=1))
+        effective = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        return {"checked_on_this_host": True,
+                "host_device": str(core.get_property(device, "FULL_DEVICE_NAME")),
+                "effective_inference_precision": str(effective),
+                "runtime_precisions": ir.runtime_precisions(compiled)}
+
+
+def runtime_config(options: OpenVinoOptions, threads: int | None) -> dict[str, Any]:
+    """The `compile_model` config: the options as OpenVINO property names.
+
+    `threads` (the target's `measure.threads`) wins over `inference_num_threads`,
+    as it does for ONNX Runtime, so every backend is measured on the same cores.
+    """
+    config: dict[str, Any] = {
+        "INFERENCE_PRECISION_HINT": options.inference_precision.value,
+        "PERFORMANCE_HINT": options.performance_hint.value.upper(),
+    }
+    if options.num_streams is not None:
+        config["NUM_STREAMS"] = options.num_streams
+    chosen = threads or options.inference_num_threads
+    if chosen and options.device is Device.CPU:  # a thread count means nothing to a GPU/NPU
+        config["INFERENCE_NUM_THREADS"] = chosen
+    return config
+
+
+def _reshape(ov: Any, model: Any, options: OpenVinoOptions) -> dict[str, str]:
+    """Apply `shapes`/`input_shapes`; returns each input's shape as written in the IR."""
+    names = [i.get_any_name() for i in model.inputs]
+    unknown = sorted(set(options.input_shapes) - set(names))
+    if unknown:
+        raise StageError(f"openvino option input_shapes names {unknown}, which are not "
+                         f"model inputs", f"model inputs: {', '.join(names)}")
+    if options.shapes is Shapes.STATIC:
+        new: dict[str, Any] = {}
+        for port, name in zip(model.inputs, names, strict=True):
+            current = port.get_partial_shape()
+            if name in options.input_shapes:
+                wanted = options.input_shapes[name]
+                if current.rank.is_static and current.rank.get_length() != len(wanted):
+                    raise StageError(f"input_shapes.{name} has rank {len(wanted)}, the model's "
+                                     f"input is {current}", "give one size per dimension")
+                new[name] = ov.PartialShape(wanted)
+            elif current.is_dynamic:
+                if current.rank.is_dynamic:
+                    raise StageError(f"input '{name}' has an unknown rank; a static IR needs "
+                                     "its shape", f"set options.input_shapes.{name}")
+                new[name] = ov.PartialShape([d.get_length() if d.is_static else 1
+                                             for d in current])
+        if new:
+            model.reshape(new)
+    return {name: str(port.get_partial_shape()) for port, name in zip(model.inputs, names,
+                                                                      strict=True)}
