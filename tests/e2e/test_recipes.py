@@ -66,10 +66,12 @@ def test_misspelled_key_exits_2_with_location_and_hint(tmp_path: Path) -> None:
     text = (REPO / "recipes" / "quickstart.yaml").read_text()
     bad = tmp_path / "quickstart.yaml"
     bad.write_text(text.replace("  photos:", "  photos:\n    limt: 3", 1))
+    line = text.splitlines().index(next(x for x in text.splitlines()
+                                        if x.startswith("  photos:"))) + 2
     result = edgebuild("run", str(bad), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert f"{bad}:17:" in result.stderr
+    assert f"{bad}:{line}:5" in result.stderr
     assert "did you mean 'limit'?" in result.stderr
 
 
