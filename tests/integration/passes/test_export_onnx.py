@@ -8,24 +8,15 @@ from typing import Any
 import pytest
 
 from edgebuild.errors import StageError
-from edgebuild.passes.base import StageContext
 from edgebuild.passes.export_onnx import ExportOnnx, ExportParams
-from tests.conftest import REPO
+from tests.integration.passes.conftest import context
 
 pytest.importorskip("torch", reason="export-onnx needs torch")
 pytestmark = pytest.mark.slow
 
-RECIPE: dict[str, Any] = {
-    "model": {"factory": "models/fashion_mnist_cnn.py:build",
-              "weights": "models/fashion_mnist_cnn.pt"},
-    "inputs": [{"name": "image", "shape": [1, 1, 28, 28], "dtype": "float32",
-                "dynamic_axes": {"0": "batch"}}],
-    "outputs": ["logits"],
-}
-
 
 def export(tmp_path: Path, **params: Any) -> dict[str, Any]:
-    ctx = StageContext("export-onnx", {}, tmp_path, RECIPE, REPO / "recipes")
+    ctx = context(tmp_path)
     result = ExportOnnx().run(ctx, ExportParams(**params))
     assert (tmp_path / result.main).is_file()
     return result.metadata
