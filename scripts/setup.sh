@@ -17,12 +17,19 @@ PYTHON=${PYTHON:-python3}
 
 say() { printf '\n== %s\n' "$*"; }
 
-if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
-  say "Fashion-MNIST data (Debian package dataset-fashion-mnist)"
+# Debian packages with real data: Fashion-MNIST (labelled) and OpenCV's sample
+# photos (~90 natural images, unlabelled; with scikit-image's, the >= 100-photo
+# agreement set of the EfficientNet recipes).
+APT_PACKAGES=()
+[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] \
+  || APT_PACKAGES+=(dataset-fashion-mnist)
+[ -d /usr/share/doc/opencv-doc/examples/data ] || APT_PACKAGES+=(opencv-doc)
+if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
+  say "data packages: ${APT_PACKAGES[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${APT_PACKAGES[@]}" >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
