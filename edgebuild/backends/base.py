@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.cache.store import Artifact
+    from edgebuild.data.loaders import Samples
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
 
@@ -105,8 +106,13 @@ class Backend(ABC):
         return self.Options.model_validate(target.options)
 
     @abstractmethod
-    def compile(self, model: Artifact, target: TargetInfo, out: Path) -> OpResult:
-        """Turn `model` into this backend's native artifact under `out`."""
+    def compile(self, model: Artifact, target: TargetInfo, out: Path,
+                calibration: Samples | None = None) -> OpResult:
+        """Turn `model` into this backend's native artifact under `out`.
+
+        `calibration` is the dataset named by the target's `calibration_dataset`
+        option, for backends that quantize while they convert (TFLite full INT8).
+        """
 
     @abstractmethod
     def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:

@@ -146,7 +146,10 @@ def build_plan(loaded: LoadedRecipe,
         backend = backend_entry(info.backend)
         chain.reach(backend.accepts, f"backend {info.backend}")
         inputs = {"model": chain.current} if chain.current else {}
-        compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
+        # A backend that quantizes while it converts reads calibration data itself.
+        calibration = info.options.get("calibration_dataset")
+        compiled = b.add("compile", {"calibration": calibration} if calibration else {},
+                         inputs, name, uses_source=chain.current is None)
         stages = TargetStages(compiled=compiled, chain=chain.ids)
         gates = entry.gates
         if gates.accuracy is not None:

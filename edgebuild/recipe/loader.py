@@ -183,6 +183,14 @@ class _CrossCheck:
         if found and not overrides:
             _, found = validate(options_cls, loaded.doc, merged["options"], ("options",))
         self.problems.extend(found)
+        calibration = merged["options"].get("calibration_dataset")
+        if not found and calibration and calibration not in self.recipe.datasets:
+            where = (*loc, "options", "calibration_dataset")
+            if "calibration_dataset" not in overrides:
+                where = loc
+            self._add(where, f"no dataset named '{calibration}' (backend option "
+                      "calibration_dataset)", did_you_mean(calibration, self.recipe.datasets)
+                      or "declare it under `datasets:`")
 
 
 def location_of(doc: LoadedYaml, *keys: str) -> Location:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.cache.store import Artifact
+    from edgebuild.data.loaders import Samples
 
 
 class GraphLevel(StrEnum):
@@ -73,7 +74,8 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
 
-    def compile(self, model: Artifact, target: TargetInfo, out: Path) -> OpResult:
+    def compile(self, model: Artifact, target: TargetInfo, out: Path,
+                calibration: Samples | None = None) -> OpResult:
         import onnxruntime as ort
 
         from edgebuild.passes.onnx_stats import graph_stats

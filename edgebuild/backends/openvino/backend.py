@@ -28,6 +28,7 @@ from edgebuild.passes.base import OpResult, TargetInfo
 
 if TYPE_CHECKING:
     from edgebuild.cache.store import Artifact
+    from edgebuild.data.loaders import Samples
 
 
 class Device(StrEnum):
@@ -97,7 +98,8 @@ class OpenVinoBackend(Backend):
     Options = OpenVinoOptions
     tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
 
-    def compile(self, model: Artifact, target: TargetInfo, out: Path) -> OpResult:
+    def compile(self, model: Artifact, target: TargetInfo, out: Path,
+                calibration: Samples | None = None) -> OpResult:
         ov = ir.load_openvino()
         options = OpenVinoOptions.model_validate(target.options)
         if model.format == "onnx":
