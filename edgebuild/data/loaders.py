@@ -68,11 +68,12 @@ def _load(spec: DatasetSpec, base_dir: Path, input_name: str) -> Samples:
         files = image_files(spec, base_dir)
         keep = choose(len(files), spec.limit, spec.seed)
         chosen = [files[i] for i in keep]
-        images = np.stack([_read_image(f, spec) for f in chosen])
+        images = np.stack([_read_image(f.path, spec) for f in chosen])
         labels = None
-        if spec.labels == "folders":
-            classes = sorted({f.parent.name for f in files})
-            labels = np.array([classes.index(f.parent.name) for f in chosen], dtype=np.int64)
+        if spec.labels == "folders":  # the same class folder name in two sources is one class
+            classes = sorted({f.path.parent.name for f in files})
+            labels = np.array([classes.index(f.path.parent.name) for f in chosen],
+                              dtype=np.int64)
         return Samples({input_name: images}, labels, [f.name for f in chosen])
     if isinstance(spec, IdxFiles):
         raw = read_idx(resolve_file(spec.images, base_dir))
@@ -135,7 +136,13 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
 
     pre = spec.preprocess
     with Image.open(path) as opened:
-        image = opened.convert("L" if pre.color == "gray" else "RGB")
+        # Grayscale, palette, RGBA/LA (alpha dropped) and CMYK convert as PIL does;
+        # 16-bit grayscale would clip to white, so it is brought to 0..255 first.
+        source: Image.Image = opened
+        if opened.mode.startswith("I;16"):
+            wide = np.asarray(opened, dtype=np.float32) / 257.0
+            source = Image.fromarray(np.round(wide).astype(np.uint8))  # mode L
+        image = source.convert("L" if pre.color == "gray" else "RGB")
     if pre.resize:
         w, h = image.size
         ratio = pre.resize / min(w, h)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
-from edgebuild.recipe.common import FileRef, Strict
+from edgebuild.recipe.common import FileRef, PackageFile, Strict
 
 
 class Sampling(Strict):
@@ -44,17 +44,55 @@ class ImagePreprocess(Normalize):
     color: Literal["rgb", "bgr", "gray"] = "rgb"
 
 
+def _ref_kind(value: Any) -> str:
+    return "package" if isinstance(value, dict | PackageFile) else "path"
+
+
+def _count_kind(value: Any) -> str:
+    return "several" if isinstance(value, list) else "one"
+
+
+# Tagged rather than plain unions: a typo inside one entry of a list then gives
+# one problem at that entry, not one per union member.
+FolderRef = Annotated[
+    Annotated[str, Tag("path")] | Annotated[PackageFile, Tag("package")],
+    Discriminator(_ref_kind),
+    Field(description="A folder relative to the recipe file, or `{package, path}`."),
+]
+Folders = Annotated[
+    Annotated[FolderRef, Tag("one")]
+    | Annotated[list[FolderRef], Tag("several"), Field(min_length=1)],
+    Discriminator(_count_kind),
+]
+
+
 class ImageFolder(Sampling):
     """Image files; labels from sub-folder names when `labels: folders`."""
 
     kind: Literal["images"]
-    path: FileRef = Field(description="Folder of images (searched recursively).")
+    path: Folders = Field(
+        description="Folder of images (searched recursively), or a list of folders: "
+        "their images are used in the order listed, each folder's sorted by path.")
     patterns: list[str] = Field(
         default_factory=lambda: ["*.jpg", "*.jpeg", "*.png"],
         description="Glob patterns of the files to use.",
     )
     labels: Literal["none", "folders"] = "none"
     preprocess: ImagePreprocess = Field(default_factory=ImagePreprocess)
+
+    @model_validator(mode="after")
+    def _folders_once(self) -> ImageFolder:
+        seen: list[str | PackageFile] = []
+        for index, folder in enumerate(self.folders):
+            if folder in seen:
+                raise ValueError(f"path[{index}] repeats path[{seen.index(folder)}]")
+            seen.append(folder)
+        return self
+
+    @property
+    def folders(self) -> list[str | PackageFile]:
+        """`path` as a list, whichever way it was written."""
+        return list(self.path) if isinstance(self.path, list) else [self.path]
 
 
 class IdxFiles(Sampling):
