@@ -42,6 +42,9 @@ class LoadedYaml:
         return Location(self.file, line, column), path
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _Builder:
     def __init__(self, file: str) -> None:
         self.file = file
@@ -52,24 +55,53 @@ class _Builder:
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.positions.setdefault(path, _position(node))
         if isinstance(node, yaml.MappingNode):
-            result: dict[Any, Any] = {}
+            result: dict[Any, Any] = self._merged(node, path)
+            explicit: set[Any] = set()
             for key_node, value_node in node.value:
-                key = self._constructor.construct_object(key_node, deep=True)
+                if key_node.tag == MERGE_TAG:
+                    continue
+                key = self._scalar(key_node, path)
                 if not isinstance(key, (str, int, float, bool)):
                     self._problem(key_node, path, "mapping keys must be plain scalars")
                     continue
-                if key in result:
+                if key in explicit:
                     self._problem(
                         key_node, (*path, str(key)), f"duplicate key '{key}'",
                         "YAML keeps only the last value; remove one of them",
                     )
+                explicit.add(key)
                 child = (*path, str(key))
                 self.positions[child] = _position(key_node)
                 result[key] = self.build(value_node, child)
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, str(i))) for i, item in enumerate(node.value)]
-        return self._constructor.construct_object(node, deep=True)
+        return self._scalar(node, path)
+
+    def _merged(self, node: yaml.MappingNode, path: KeyPath) -> dict[Any, Any]:
+        """The entries of `<<: *anchor` (or a list of anchors); explicit keys override them."""
+        merged: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag != MERGE_TAG:
+                continue
+            sources = (value_node.value if isinstance(value_node, yaml.SequenceNode)
+                       else [value_node])
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self._problem(key_node, path, "'<<' merges mappings only",
+                                  "write `<<: *anchor` where the anchor is a mapping")
+                    continue
+                for key, value in self.build(source, path).items():
+                    merged.setdefault(key, value)  # the first source wins, as in YAML 1.1
+        return merged
+
+    def _scalar(self, node: yaml.Node, path: KeyPath) -> Any:
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            self._problem(node, path, f"cannot read this value: {exc.problem}",
+                          "edgebuild recipes use plain YAML: no custom tags")
+            return None
 
     def _problem(self, node: yaml.Node, path: KeyPath, message: str, hint: str = "") -> None:
         line, column = _position(node)

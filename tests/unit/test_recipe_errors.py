@@ -128,3 +128,13 @@ def test_bad_backend_option_override(tmp_path: Path) -> None:
     (problem,) = problems_of(tmp_path, text)
     assert "unknown key 'graph_level'" in problem
     assert "did you mean 'graph_optimization_level'?" in problem
+
+
+def test_yaml_merge_keys_are_applied_and_explicit_keys_win() -> None:
+    doc = parse_yaml("base: &b {a: 1, b: 2}\nchild:\n  <<: *b\n  b: 3\n", "x.yaml")
+    assert doc.data["child"] == {"a": 1, "b": 3}
+
+
+def test_merging_a_scalar_is_a_clear_error() -> None:
+    with pytest.raises(RecipeError, match="merges mappings only"):
+        parse_yaml("s: &s 1\nchild:\n  <<: *s\n", "x.yaml")
