@@ -52,6 +52,11 @@ PASSES: dict[str, PassEntry] = {
         "edgebuild.passes.onnx_optimize:OnnxOptimize",
         "shape inference, constant folding, simplification, portable ORT graph optimization",
     ),
+    "onnx-to-tf": PassEntry(
+        "edgebuild.passes.onnx_to_tf:OnnxToTf",
+        "ONNX (NCHW) -> TensorFlow SavedModel (NHWC) with onnx2tf; inserted before TFLite",
+        extra="tflite",
+    ),
     "openvino-quantize": PassEntry(
         "edgebuild.passes.openvino_quantize:OpenVinoQuantize",
         "ONNX -> INT8 OpenVINO IR with NNCF post-training quantization (optionally "
@@ -87,8 +92,9 @@ BACKENDS: dict[str, BackendEntry] = {
         ref="edgebuild.backends.openvino:OpenVinoBackend",
     ),
     "tflite": BackendEntry(
-        "TensorFlow Lite / LiteRT via onnx2tf", ("onnx",), "tflite", extra="tflite",
-        tracking="the TFLite backend issue",
+        "TensorFlow Lite / LiteRT (host interpreter here; phones over adb)",
+        ("tf-savedmodel",), "tflite", extra="tflite",
+        ref="edgebuild.backends.tflite:TfliteBackend",
     ),
     "coreml": BackendEntry(
         "Apple Core ML .mlpackage via coremltools", ("pytorch", "onnx"), "mlpackage",

@@ -2,8 +2,8 @@
 # The complete install of edgebuild on a fresh Debian/Ubuntu machine (also used by
 # the Dockerfile and CI). Idempotent: run it again after pulling.
 #
-#   bash scripts/setup.sh            core + the quickstart model + OpenVINO + dev tools
-#   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh
+#   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + dev tools
+#   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh     (no TFLite: ~1.5 GB less)
 #
 # Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
 # package), the CPU build of torch (an open range would pull a multi-GB CUDA
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino}
+EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino,tflite}
 PYTHON=${PYTHON:-python3}
 
 say() { printf '\n== %s\n' "$*"; }
@@ -49,7 +49,10 @@ $PIP install -q -e ".[$EXTRAS]"
 case ",$EXTRAS," in
   *,tflite,*|*,all,*)
     say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"
-    $PIP install -q --no-deps onnx2tf tf-keras
+    # Pinned: onnx2tf is patched around at run time (its sample-data download,
+    # edgebuild/passes/onnx_to_tf.py); tf-keras must match tensorflow's version.
+    TF_VERSION=$($VENV/bin/python -c "import importlib.metadata as m; print(m.version('tensorflow-cpu'))")
+    $PIP install -q --no-deps "onnx2tf==1.29.24" "tf-keras~=${TF_VERSION%.*}.0"
     ;;
 esac
 

@@ -11,7 +11,7 @@ import platform
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from edgebuild.cache.store import Artifact
     from edgebuild.data.loaders import Samples
+    from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
 
@@ -118,8 +119,12 @@ class Backend(ABC):
     def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
         """A runner for a compiled artifact on the target's device."""
 
-    def unmeasurable_reason(self, target: TargetInfo) -> str:
-        """'' when this machine can run the target's artifacts, else why not."""
+    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+        """'' when this machine can run the target's artifacts, else why not.
+
+        `purpose` is "accuracy" or "latency": a backend may check accuracy on a
+        host interpreter while latency needs the real device.
+        """
         runs_on = target.profile.get("runs_on", {}).get("kind", "host")
         if runs_on != "host":
             return (f"not measurable here: target '{target.name}' runs on a {runs_on} "
@@ -128,3 +133,13 @@ class Backend(ABC):
         if arch != platform.machine():
             return f"not measurable here: needs {arch}, this machine is {platform.machine()}"
         return ""
+
+    def where(self, target: TargetInfo, purpose: str = "latency") -> str:
+        """Where the figures for `purpose` come from, for the report."""
+        return f"{target.profile['device'].get('name', target.name)} ({platform.machine()})"
+
+    def device_latency(self, artifact: Artifact, target: TargetInfo,
+                       settings: MeasureSettings) -> dict[str, Any] | None:
+        """Latency measured by a device's own tool (ms statistics), or None to time
+        `runner().infer` in this process with the latency protocol."""
+        return None

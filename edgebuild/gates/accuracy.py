@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 class Infer(Op):
     name = "infer"
-    version = 1
+    version = 2
     Params = DatasetParams
     dataset_fields = ("dataset",)
     accepts = ("*",)
@@ -34,7 +34,7 @@ class Infer(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         assert ctx.target is not None
         backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
+        reason = backend.unmeasurable_reason(ctx.target, "accuracy")
         if reason:
             return OpResult(main="", format="outputs", unmeasurable=reason)
         samples = ctx.dataset(params.dataset)
@@ -43,7 +43,8 @@ class Infer(Op):
             outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
         save_outputs(ctx.out / "outputs.npz", outputs, samples)
         return OpResult(main="outputs.npz", format="outputs",
-                        metadata={"samples": len(samples), "dataset": params.dataset})
+                        metadata={"samples": len(samples), "dataset": params.dataset,
+                                  "where": backend.where(ctx.target, "accuracy")})
 
 
 def _first_output(path: Path) -> tuple[np.ndarray, np.ndarray | None]:

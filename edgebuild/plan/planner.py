@@ -26,6 +26,30 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
+# (from format, to format) -> the op the planner inserts when a chain needs it:
+# a PyTorch model meeting an ONNX consumer is exported; an ONNX model meeting a
+# backend that takes a TensorFlow SavedModel (TFLite) goes through onnx2tf.
+IMPLICIT: dict[tuple[str, str], str] = {
+    ("pytorch", "onnx"): "export-onnx",
+    ("onnx", "tf-savedmodel"): "onnx-to-tf",
+}
+
+
+def implicit_path(fmt: str, accepts: tuple[str, ...]) -> list[str] | None:
+    """The shortest list of IMPLICIT ops from `fmt` to one of `accepts` ([] if none needed)."""
+    paths: dict[str, list[str]] = {fmt: []}
+    frontier = [fmt]
+    while frontier:
+        current = frontier.pop(0)
+        if current in accepts:
+            return paths[current]
+        for (source, result), op_name in IMPLICIT.items():
+            if source == current and result not in paths:
+                paths[result] = [*paths[current], op_name]
+                frontier.append(result)
+    return None
+
+
 @dataclass
 class TargetStages:
     """The stages whose results one target's report is made of."""
@@ -108,13 +132,14 @@ class _Chain:
             f"before '{consumer}'")
 
     def reach(self, accepts: tuple[str, ...], consumer: str) -> None:
-        """Insert the implicit export when a PyTorch model meets an ONNX consumer."""
-        if self.fmt in accepts or "*" in accepts:
+        """Insert the implicit conversions (IMPLICIT) that lead to a format `accepts` takes."""
+        if "*" in accepts:
             return
-        if self.fmt == "pytorch" and "onnx" in accepts:
-            self.add("export-onnx", {}, implicit=True)
-            return
-        raise self._mismatch(consumer, accepts)
+        path = implicit_path(self.fmt, accepts)
+        if path is None:
+            raise self._mismatch(consumer, accepts)
+        for op_name in path:
+            self.add(op_name, {}, implicit=True)
 
     def add(self, op_name: str, params: dict[str, Any], implicit: bool = False) -> None:
         op = load_op(op_name)

@@ -131,8 +131,8 @@ class OpenVinoBackend(Backend):
         return OpenVinoRunner(artifact.main, options.device.value,
                               runtime_config(options, threads))
 
-    def unmeasurable_reason(self, target: TargetInfo) -> str:
-        reason = super().unmeasurable_reason(target)
+    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+        reason = super().unmeasurable_reason(target, purpose)
         if reason:
             return reason
         device = OpenVinoOptions.model_validate(target.options).device.value

@@ -1,0 +1,277 @@
+"""TFLite (LiteRT) for Android: SavedModel -> .tflite, host interpreter, adb device.
+
+The planner puts `onnx-to-tf` (onnx2tf: NCHW -> NHWC) in front of this backend;
+compile quantizes that SavedModel at the target's precision (convert.py),
+records how each recipe tensor maps onto the model's (layout permutation,
+integer scale/zero point), and writes the NNAPI coverage table for the target's
+Android API level. Accuracy always runs on this machine's interpreter; latency
+runs there too (`latency_on: host`, labelled as host figures) or on an attached
+phone through adb and TFLite's `benchmark_model` (`latency_on: device`).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edgebuild.backends.base import Backend, Runner
+from edgebuild.errors import StageError
+from edgebuild.passes.base import OpResult, TargetInfo
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgebuild.cache.store import Artifact
+    from edgebuild.data.loaders import Samples
+    from edgebuild.recipe.common import MeasureSettings
+
+
+class Precision(StrEnum):
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    DYNAMIC_INT8 = "dynamic-int8"
+    INT8 = "int8"
+    INT16X8 = "int16x8"
+
+
+class IoType(StrEnum):
+    FLOAT32 = "float32"
+    INT8 = "int8"
+    UINT8 = "uint8"
+
+
+class Delegate(StrEnum):
+    NNAPI = "nnapi"
+    GPU = "gpu"
+    XNNPACK = "xnnpack"
+    CPU = "cpu"
+
+
+class LatencyOn(StrEnum):
+    DEVICE = "device"
+    HOST = "host"
+
+
+class TfliteOptions(BaseModel):
+    """Options of the TFLite backend (target profile `options:`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    precision: Precision = Field(
+        Precision.FLOAT32, description="float32, float16 (fp16 weights), dynamic-int8 (int8 "
+        "weights), int8 (full integer, calibrated) or int16x8 (16-bit activations, calibrated).")
+    io_type: IoType = Field(
+        IoType.FLOAT32, description="With `precision: int8`: the model's input/output type. "
+        "int8 or uint8 make the whole graph integer, as NNAPI and most NPUs prefer.")
+    calibration_dataset: str | None = Field(
+        None, description="Recipe dataset for int8/int16x8 calibration (the representative "
+        "dataset).")
+    calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
+    per_channel: bool = Field(True, description="Per-channel weight scales (TFLite's default).")
+    delegate: Delegate = Field(
+        Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
+        "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
+    android_api_level: int = Field(
+        30, ge=27, le=36, description="Android API level of the device: decides which ops "
+        "the NNAPI delegate takes (the coverage table).")
+    latency_on: LatencyOn = Field(
+        LatencyOn.DEVICE, description="`device`: benchmark_model on the phone over adb (not "
+        "measurable without one); `host`: this machine's interpreter, reported as host figures.")
+    device_serial: str | None = Field(
+        None, description="adb serial of the phone; default: the only one attached.")
+    benchmark_model: str | None = Field(
+        None, description="Host path of an Android benchmark_model binary to push; default: "
+        "/data/local/tmp/benchmark_model on the device.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TfliteOptions:
+        calibrated = self.precision in (Precision.INT8, Precision.INT16X8)
+        if calibrated and self.calibration_dataset is None:
+            raise ValueError(f"precision {self.precision.value} needs `calibration_dataset` "
+                             "(a recipe dataset of representative inputs)")
+        if self.io_type is not IoType.FLOAT32 and self.precision is not Precision.INT8:
+            raise ValueError("io_type int8/uint8 needs `precision: int8`")
+        return self
+
+
+class TfliteBackend(Backend):
+    name = "tflite"
+    summary = "TensorFlow Lite / LiteRT (host interpreter here; phones over adb)"
+    accepts = ("tf-savedmodel",)
+    produces = "tflite"
+    Options = TfliteOptions
+    tools: ClassVar[tuple[str, ...]] = ("tensorflow-cpu", "ai-edge-litert")
+
+    def compile(self, model: Artifact, target: TargetInfo, out: Path,
+                calibration: Samples | None = None) -> OpResult:
+        from edgebuild.backends.tflite import convert, nnapi
+
+        options = TfliteOptions.model_validate(target.options)
+        saved_model = model.main.parent
+        io_spec = _io_spec_from_savedmodel(model)
+        feeds = None
+        if calibration is not None:
+            count = min(len(calibration), options.calibration_samples)
+            feeds = [_signature_feeds(calibration.feed(i), io_spec) for i in range(count)]
+        started = time.perf_counter()
+        flatbuffer = convert.convert(saved_model, options, feeds)
+        seconds = time.perf_counter() - started
+        destination = out / "model.tflite"
+        destination.write_bytes(flatbuffer)
+        io = _io_spec(destination, model.metadata)
+        ops = nnapi.model_ops(destination)
+        rows = nnapi.coverage(ops, options.android_api_level)
+        (out / "nnapi_coverage.md").write_text(
+            nnapi.render_markdown(rows, options.android_api_level))
+        return OpResult(
+            main="model.tflite", format="tflite",
+            metadata={"precision": options.precision.value, "io": io,
+                      "convert_seconds": round(seconds, 2),
+                      "onnx2tf_seconds": model.metadata.get("seconds"),
+                      "calibration_samples": len(feeds or []),
+                      "nnapi": _coverage_summary(rows, options.android_api_level)})
+
+    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+        from edgebuild.backends.tflite.runner import TfliteRunner
+
+        options = TfliteOptions.model_validate(target.options)
+        return TfliteRunner(artifact.main, artifact.metadata["io"], threads,
+                            use_xnnpack=options.delegate is not Delegate.CPU)
+
+    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+        options = TfliteOptions.model_validate(target.options)
+        if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
+            from edgebuild.backends.tflite import device
+
+            return device.unavailable_reason(options.device_serial)
+        return ""  # accuracy, and host latency: ai-edge-litert runs here
+
+    def where(self, target: TargetInfo, purpose: str = "latency") -> str:
+        options = TfliteOptions.model_validate(target.options)
+        if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
+            return f"device: Android phone over adb, {options.delegate.value} delegate"
+        kernels = "builtin kernels" if options.delegate is Delegate.CPU else "XNNPACK"
+        return (f"host: {platform.machine()} ai-edge-litert interpreter, {kernels} — a host "
+                f"figure, not the phone's ({options.delegate.value} delegate)")
+
+    def device_latency(self, artifact: Artifact, target: TargetInfo,
+                       settings: MeasureSettings) -> dict[str, Any] | None:
+        options = TfliteOptions.model_validate(target.options)
+        if options.latency_on is not LatencyOn.DEVICE:
+            return None
+        from edgebuild.backends.tflite import device
+
+        return device.benchmark(
+            artifact.main, delegate=options.delegate.value, threads=settings.threads,
+            warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
+            serial=options.device_serial, binary=options.benchmark_model)
+
+
+def _same_shape(a: list[Any], b: list[Any]) -> bool:
+    """Equal, treating a symbolic or unknown (<= 0) dimension as matching anything."""
+    return len(a) == len(b) and all(
+        not isinstance(x, int) or not isinstance(y, int) or x <= 0 or y <= 0 or x == y
+        for x, y in zip(a, b, strict=True))
+
+
+def _layout_perm(recipe_shape: list[Any], model_shape: list[Any],
+                 channels_last: bool) -> list[int] | None:
+    """Permutation from the recipe's (ONNX) layout to the model's; None for identity."""
+    rank = len(recipe_shape)
+    to_nhwc = [0, *range(2, rank), 1]
+    if rank >= 3 and _same_shape([recipe_shape[i] for i in to_nhwc], model_shape) and (
+            channels_last or not _same_shape(recipe_shape, model_shape)):
+        return to_nhwc
+    if _same_shape(recipe_shape, model_shape):
+        return None
+    raise StageError(f"the TFLite model's tensor shape {model_shape} is neither the ONNX "
+                     f"shape {recipe_shape} nor its channels-last form",
+                     "onnx2tf changed this tensor's layout in a way edgebuild cannot map")
+
+
+def _inverse(perm: list[int] | None) -> list[int] | None:
+    if perm is None:
+        return None
+    inverse = [0] * len(perm)
+    for position, axis in enumerate(perm):
+        inverse[axis] = position
+    return inverse
+
+
+def _match(onnx_names: list[str], model_names: list[str]) -> dict[str, str]:
+    """ONNX name -> model name: by name when onnx2tf kept it, else by position."""
+    if set(onnx_names) == set(model_names):
+        return {n: n for n in onnx_names}
+    if len(onnx_names) != len(model_names):
+        raise StageError(f"the TFLite model has tensors {model_names}, the ONNX model "
+                         f"{onnx_names}", "onnx2tf changed the model's inputs or outputs")
+    return dict(zip(onnx_names, model_names, strict=True))
+
+
+def _io_spec_from_savedmodel(model: Artifact) -> dict[str, Any]:
+    """Signature input names and shapes of the SavedModel, for calibration feeds."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(model.main.parent))
+    signature = loaded.signatures["serving_default"]
+    specs = signature.structured_input_signature[1]
+    onnx_inputs: dict[str, list[Any]] = model.metadata["onnx_inputs"]
+    names = _match(list(onnx_inputs), sorted(specs))
+    channels_last = model.metadata.get("layout") == "NHWC"
+    return {onnx_name: {"name": names[onnx_name],
+                        "perm": _layout_perm(shape, [d if d is not None else -1
+                                                     for d in specs[names[onnx_name]].shape],
+                                             channels_last)}
+            for onnx_name, shape in onnx_inputs.items()}
+
+
+def _signature_feeds(feeds: dict[str, np.ndarray],
+                     spec: dict[str, Any]) -> dict[str, np.ndarray]:
+    import numpy as np
+
+    return {s["name"]: np.ascontiguousarray(
+        np.transpose(feeds[name], s["perm"]) if s["perm"] else feeds[name], dtype=np.float32)
+        for name, s in spec.items()}
+
+
+def _io_spec(tflite: Path, upstream: dict[str, Any]) -> dict[str, Any]:
+    """How each ONNX input/output maps onto the .tflite tensors (stored in metadata)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(tflite))
+    runner = interpreter.get_signature_runner()
+    channels_last = upstream.get("layout") == "NHWC"
+
+    def describe(onnx: dict[str, list[Any]], details: dict[str, Any],
+                 is_input: bool) -> list[dict[str, Any]]:
+        names = _match(list(onnx), sorted(details))
+        rows = []
+        for onnx_name, recipe_shape in onnx.items():
+            detail = details[names[onnx_name]]
+            model_shape = [int(d) for d in detail["shape"]]
+            perm = _layout_perm(recipe_shape, model_shape, channels_last)
+            scales = detail["quantization_parameters"]["scales"]
+            zero_points = detail["quantization_parameters"]["zero_points"]
+            rows.append({
+                "name": onnx_name, "model_name": names[onnx_name],
+                "index": int(detail["index"]), "shape": recipe_shape,
+                "model_shape": model_shape, "perm": perm if is_input else _inverse(perm),
+                "dtype": str(detail["dtype"].__name__),
+                "quantization": ([float(scales[0]), int(zero_points[0])]
+                                 if len(scales) else None)})
+        return rows
+
+    return {"inputs": describe(upstream["onnx_inputs"], runner.get_input_details(), True),
+            "outputs": describe(upstream["onnx_outputs"], runner.get_output_details(), False)}
+
+
+def _coverage_summary(rows: list[Any], api_level: int) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    table = [asdict(r) for r in rows]
+    return {"android_api_level": api_level, "ops": table}

@@ -1,0 +1,91 @@
+"""Run a .tflite model on this machine with ai-edge-litert's interpreter.
+
+The runner speaks the recipe's contract (ONNX input names, NCHW, float32) and
+adapts to the model: it transposes each tensor with the permutation the compile
+stage recorded (NCHW -> NHWC for onnx2tf's layout) and quantizes / dequantizes
+integer inputs and outputs with their scale and zero point — what an app does
+around a full-integer model. Both cost a few microseconds next to a
+millisecond-scale inference and are part of the timed call, as they would be
+in an app.
+
+XNNPACK is TFLite's default CPU delegate and is applied here with the
+profile's thread count (`delegate: cpu` turns it off to time the builtin
+kernels). NNAPI and GPU delegates exist only on a phone: on the host the
+model runs on XNNPACK and every figure is labelled a host figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.backends.base import Runner, TensorMeta
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class TfliteRunner(Runner):
+    def __init__(self, model: Path, io: dict[str, Any], threads: int | None,
+                 use_xnnpack: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.io = io  # from the compile stage's metadata: see backend._io_spec
+        self.threads = threads
+        self.use_xnnpack = use_xnnpack
+        self._interpreter: Any = None
+        self._inputs: list[dict[str, Any]] = []
+        self._outputs: list[dict[str, Any]] = []
+
+    def _activate(self) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = (OpResolverType.AUTO if self.use_xnnpack
+                    else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        self._interpreter = Interpreter(model_path=str(self.model), num_threads=self.threads,
+                                        experimental_op_resolver_type=resolver)
+        self._interpreter.allocate_tensors()
+        self._inputs = list(self.io["inputs"])
+        self._outputs = list(self.io["outputs"])
+
+    def _input_metadata(self) -> TensorMeta:
+        return {t["name"]: (tuple(t["shape"]), "float32") for t in self._inputs}
+
+    def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        interpreter = self._interpreter
+        for tensor in self._inputs:
+            interpreter.set_tensor(tensor["index"], to_model(feeds[tensor["name"]], tensor))
+        interpreter.invoke()
+        return {t["name"]: from_model(interpreter.get_tensor(t["index"]), t)
+                for t in self._outputs}
+
+    def _deactivate(self) -> None:
+        self._interpreter = None
+
+
+def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
+    """Recipe layout and dtype -> the model's (transpose, then quantize)."""
+    import numpy as np
+
+    if tensor["perm"] is not None:
+        array = np.transpose(array, tensor["perm"])
+    if tensor["dtype"] == "float32":
+        return np.ascontiguousarray(array, dtype=np.float32)
+    scale, zero_point = tensor["quantization"]
+    info = np.iinfo(tensor["dtype"])
+    quantized = np.round(array / scale) + zero_point
+    integers: np.ndarray = np.clip(quantized, info.min, info.max).astype(tensor["dtype"])
+    return integers
+
+
+def from_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
+    """The model's output -> float32 in the recipe's layout (dequantize, transpose)."""
+    import numpy as np
+
+    if tensor["dtype"] != "float32":
+        scale, zero_point = tensor["quantization"]
+        array = (array.astype(np.float32) - zero_point) * scale
+    if tensor["perm"] is not None:
+        array = np.transpose(array, tensor["perm"])
+    copied: np.ndarray = np.array(array, dtype=np.float32)  # the interpreter reuses its buffer
+    return copied

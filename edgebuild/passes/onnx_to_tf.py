@@ -1,0 +1,178 @@
+"""onnx-to-tf: ONNX (NCHW) -> TensorFlow SavedModel (NHWC) with onnx2tf.
+
+This is the layout transformation every TFLite build starts with, so it is a
+stage of its own: the float32, float16 and INT8 builds of one model share one
+conversion (the TFLite backend then quantizes the SavedModel with
+`tf.lite.TFLiteConverter`). The planner inserts it implicitly when an ONNX model
+meets a backend that takes a SavedModel.
+
+Two things onnx2tf does by itself are taken over here:
+
+- For any 4-D, 3-channel input it downloads a sample-image `.npy` from GitHub
+  to run a validation inference — even for a float32 conversion. Offline that
+  fails, so the download function is replaced by seeded data in the same range
+  (it only feeds onnx2tf's own shape/value checks, never calibration: INT8
+  calibration uses the recipe's dataset in the backend).
+- It reports an op it cannot convert as a long TensorFlow trace and exits. The
+  model is checked first against the ops onnx2tf has converters for, and a
+  failure during conversion is turned into a StageError that names the op and
+  the node, with the shapes around it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgebuild.errors import StageError
+from edgebuild.passes.base import Op, OpResult, StageContext
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+
+class OnnxToTfParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keep_nchw_inputs: bool = Field(
+        False, description="Keep the model's NCHW inputs (onnx2tf inserts a transpose "
+        "inside the model); default: inputs become NHWC, as TFLite delegates prefer.")
+
+
+class OnnxToTf(Op):
+    name = "onnx-to-tf"
+    version = 1
+    Params = OnnxToTfParams
+    accepts = ("onnx",)
+    produces = "tf-savedmodel"
+    tools: ClassVar[tuple[str, ...]] = ("onnx2tf", "tensorflow-cpu", "tf-keras", "onnx")
+    summary = "ONNX (NCHW) -> TensorFlow SavedModel (NHWC) with onnx2tf"
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import onnx
+
+        source = ctx.input().main
+        model = onnx.load(str(source))
+        check_convertible(model)
+        inputs = [i.name for i in model.graph.input]
+        saved_model = ctx.out / "saved_model"
+        started = time.perf_counter()
+        log = _convert(source, saved_model, keep_nchw=inputs if params.keep_nchw_inputs else [])
+        seconds = time.perf_counter() - started
+        if not (saved_model / "saved_model.pb").is_file():
+            raise conversion_error(model, log)
+        (ctx.out / "onnx2tf.log").write_text(log)
+        return OpResult(
+            main="saved_model/saved_model.pb", format="tf-savedmodel",
+            metadata={"onnx2tf": _version(), "seconds": round(seconds, 2),
+                      "layout": "NCHW" if params.keep_nchw_inputs else "NHWC",
+                      "onnx_inputs": _tensor_shapes(model.graph.input),
+                      "onnx_outputs": _tensor_shapes(model.graph.output)})
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("onnx2tf")
+
+
+def _offline_sample_images() -> np.ndarray:
+    """Stands in for onnx2tf's download: 20 seeded 128x128 RGB images in [0, 1)."""
+    import numpy as np
+
+    return np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32)
+
+
+def _convert(source: Path, destination: Path, keep_nchw: list[str]) -> str:
+    """Run onnx2tf in this process; returns what it printed."""
+    import onnx2tf
+    from onnx2tf import onnx2tf as onnx2tf_main
+    from onnx2tf.utils import common_functions
+
+    onnx2tf_main.download_test_image_data = _offline_sample_images
+    common_functions.download_test_image_data = _offline_sample_images
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        try:
+            onnx2tf.convert(
+                input_onnx_file_path=str(source),
+                output_folder_path=str(destination),
+                output_signaturedefs=True,  # named signature inputs/outputs
+                copy_onnx_input_output_names_to_tflite=True,
+                keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
+                not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
+                non_verbose=True,
+                verbosity="error",
+            )
+        except SystemExit:
+            pass  # onnx2tf exits on a failed conversion; the missing output says so
+        except Exception as exc:  # a TensorFlow trace becomes a StageError below
+            print(f"{type(exc).__name__}: {exc}", file=captured)
+    # onnx2tf also writes float32/float16 .tflite files; the backend builds its own.
+    for extra in destination.glob("*.tflite"):
+        extra.unlink()
+    return captured.getvalue()
+
+
+def _tensor_shapes(values: Any) -> dict[str, list[int | str]]:
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in values}
+
+
+def convertible_ops() -> set[str]:
+    """ONNX op types onnx2tf has a converter for (one module per op in onnx2tf.ops)."""
+    import onnx2tf.ops
+
+    folder = Path(onnx2tf.ops.__file__).parent
+    return {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+
+
+def check_convertible(model: onnx.ModelProto) -> None:
+    """StageError for the first node whose op onnx2tf cannot convert."""
+    known = convertible_ops()
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in known:
+            op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+            raise StageError(
+                f"onnx2tf cannot convert op '{op}' (node '{node.name or '(unnamed)'}'): "
+                f"it has no converter for it",
+                f"{_node_shapes(model, node)}; replace the op in the model (e.g. with "
+                "ops onnx2tf supports) or export with a different opset")
+
+
+def conversion_error(model: onnx.ModelProto, log: str) -> StageError:
+    """The failing node named in onnx2tf's output, with its shapes; else the log's tail."""
+    names = re.findall(r"onnx_op_name:\s*(\S+)", log)
+    nodes = {n.name: n for n in model.graph.node}
+    node = next((nodes[n] for n in reversed(names) if n in nodes), None)
+    last_lines = "\n".join(line for line in log.strip().splitlines()[-6:])
+    if node is None:
+        return StageError("onnx2tf could not convert the model",
+                          f"its last output:\n{last_lines}")
+    return StageError(
+        f"onnx2tf failed on op '{node.op_type}' (node '{node.name}')",
+        f"{_node_shapes(model, node)}\nonnx2tf's last output:\n{last_lines}")
+
+
+def _node_shapes(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
+    """'inputs a [1, 3, 224, 224], outputs b [1, 8, 112, 112]' from shape inference."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # shapes are a courtesy in an error message
+        inferred = model.graph
+    dims: dict[str, list[int | str]] = {i.name: list(i.dims) for i in model.graph.initializer}
+    dims.update(_tensor_shapes((*inferred.input, *inferred.value_info, *inferred.output)))
+
+    def describe(names: Any) -> str:
+        return ", ".join(f"{name} {dims.get(name, '?')}" for name in names if name) or "none"
+
+    return f"inputs: {describe(node.input)}; outputs: {describe(node.output)}"
