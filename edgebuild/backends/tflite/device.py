@@ -1,0 +1,550 @@
+"""On-device latency: TFLite's `benchmark_model` on an Android phone, driven over adb.
+
+    find adb -> `adb devices -l` -> pick the phone -> benchmark_model on it?
+        -> adb push model.tflite -> adb shell benchmark_model --graph=... --use_nnapi=true
+        -> parse its log: run statistics (us), delegate messages, memory -> ms figures
+
+Nothing here pretends: when adb, a phone or the binary is missing, `unavailable_reason`
+says so in a sentence that starts with "not measurable here:" and the latency gate
+reports that instead of a number.
+
+What benchmark_model reports (tflite/tools/benchmark/benchmark_model.cc and
+xla/tsl/util/stats_calculator.h): for the warm-up and the timed runs one line
+`count=N first=.. curr=.. min=.. max=.. avg=.. std=..` in microseconds — `std` is the
+population standard deviation, and numbers print with 6 significant digits
+(`avg=2.71985e+06`). Builds from about 2024 append `p5=.. median=.. p95=..`
+(nearest rank, values[n * p / 100]); older builds print no percentile at all, and no
+build prints p90/p99 or a confidence interval. The result says which it got.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from edgebuild.errors import StageError
+
+DEVICE_DIR = "/data/local/tmp"
+DEVICE_BINARY = f"{DEVICE_DIR}/benchmark_model"
+PUSHED_BINARY = f"{DEVICE_DIR}/edgebuild_benchmark_model"
+PREBUILT_URL = ("https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/"
+                "release/lite/tools/nightly/latest/android_aarch64_benchmark_model")
+DOCS_URL = "https://ai.google.dev/edge/litert/models/measurement"
+GET_BINARY = (f"download the prebuilt nightly android_aarch64_benchmark_model ({PREBUILT_URL}, "
+              f"from the LiteRT performance measurement docs, {DOCS_URL}), then "
+              f"`adb push android_aarch64_benchmark_model {DEVICE_BINARY}` and "
+              f"`adb shell chmod +x {DEVICE_BINARY}`, or set the target option "
+              "`benchmark_model` to its host path")
+PLATFORM_TOOLS = "https://developer.android.com/tools/releases/platform-tools"
+
+# Kernel names in "Replacing N out of M node(s) with delegate (<name>) node".
+KERNEL_NAMES = {"nnapi": ("TfLiteNnapiDelegate",),
+                "gpu": ("TfLiteGpuDelegateV2", "TfLiteGpuDelegate"),
+                "xnnpack": ("TfLiteXNNPackDelegate",), "cpu": ()}
+PERCENTILES_NOTE = ("benchmark_model prints count, mean, population std, min and max of its "
+                    "timed runs{extra}; it prints no p90/p99 and no confidence interval")
+
+
+class DeviceDelegate(StrEnum):
+    """Which TFLite delegate benchmark_model applies on the phone."""
+
+    NNAPI = "nnapi"
+    GPU = "gpu"
+    XNNPACK = "xnnpack"
+    CPU = "cpu"  # TFLite's builtin kernels, XNNPACK switched off
+
+    def flags(self) -> list[str]:
+        """benchmark_model flags (tflite/tools/delegates/README.md parameter names)."""
+        return {DeviceDelegate.NNAPI: ["--use_nnapi=true"],
+                DeviceDelegate.GPU: ["--use_gpu=true"],
+                DeviceDelegate.XNNPACK: ["--use_xnnpack=true"],
+                DeviceDelegate.CPU: ["--use_xnnpack=false"]}[self]
+
+
+@dataclass(frozen=True)
+class AdbDevice:
+    """One line of `adb devices -l`: serial, state ("device" when usable) and details."""
+
+    serial: str
+    state: str
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "device"
+
+    def describe(self) -> str:
+        model = self.details.get("model")
+        return f"{self.serial} ({model})" if model else self.serial
+
+
+# ---------------------------------------------------------------- finding the phone
+
+
+def find_adb(env: Mapping[str, str] | None = None) -> Path | None:
+    """adb from PATH, else $ANDROID_HOME (or the older $ANDROID_SDK_ROOT)/platform-tools."""
+    env = os.environ if env is None else env
+    found = shutil.which("adb", path=env.get("PATH", ""))
+    if found:
+        return Path(found)
+    for var in ("ANDROID_HOME", "ANDROID_SDK_ROOT"):
+        if env.get(var):
+            candidate = Path(env[var]) / "platform-tools" / "adb"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+def parse_devices(text: str) -> list[AdbDevice]:
+    """Devices from `adb devices` or `adb devices -l` output.
+
+    The long form is `"%-22s %s"` (serial, state) then optional ` usb:...`, `product:`,
+    `model:`, `device:` and ` transport_id:N` (adb transport.cpp `append_transport`);
+    the short form is `serial<TAB>state`. A state can hold spaces ("no permissions (...)").
+    """
+    devices = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("List of devices", "*", "adb server", "adb: ")):
+            continue
+        if "\t" in line:
+            serial, rest = line.split("\t", 1)
+        else:
+            serial, _, rest = line.partition(" ")
+        details: dict[str, str] = {}
+        state_words = []
+        for word in rest.split():
+            key, sep, value = word.partition(":")
+            if sep and key in ("product", "model", "device", "transport_id", "usb"):
+                details[key] = value
+            else:
+                state_words.append(word)
+        devices.append(AdbDevice(serial.strip(), " ".join(state_words), details))
+    return devices
+
+
+def _state_hint(device: AdbDevice) -> str:
+    if device.state == "unauthorized":
+        return "accept the USB debugging prompt on the phone"
+    if device.state == "offline":
+        return "reconnect it or run `adb kill-server`"
+    if device.state.startswith("no permissions"):
+        return "fix the udev rules for the phone's USB id"
+    return "it must be in the 'device' state"
+
+
+def select_device(devices: Sequence[AdbDevice], serial: str | None) -> AdbDevice | str:
+    """The device to use, or a reason starting with "not measurable here:"."""
+    if serial:
+        match = [d for d in devices if d.serial == serial]
+        if not match:
+            listed = ", ".join(d.serial for d in devices) or "none"
+            return (f"not measurable here: Android device {serial} is not attached "
+                    f"(`adb devices` lists: {listed})")
+        if not match[0].ready:
+            return (f"not measurable here: Android device {serial} is {match[0].state}; "
+                    f"{_state_hint(match[0])}")
+        return match[0]
+    if not devices:
+        return "not measurable here: no Android device attached (`adb devices` lists none)"
+    ready = [d for d in devices if d.ready]
+    if not ready:
+        d = devices[0]
+        return (f"not measurable here: no usable Android device: {d.serial} is {d.state}; "
+                f"{_state_hint(d)}")
+    if len(ready) > 1:
+        names = ", ".join(d.describe() for d in ready)
+        return (f"not measurable here: {len(ready)} Android devices attached ({names}); set "
+                "the target option `device_serial` (or $ANDROID_SERIAL) to pick one")
+    return ready[0]
+
+
+def _run(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as err:
+        raise StageError(f"{what} did not finish in {timeout:g} s",
+                         "check the phone is awake and `adb devices` answers") from err
+    except OSError as err:
+        raise StageError(f"{what} could not start: {err}",
+                         f"install Android platform-tools ({PLATFORM_TOOLS})") from err
+
+
+@dataclass(frozen=True)
+class _Phone:
+    adb: Path
+    device: AdbDevice
+    binary: str  # on the device
+    push_binary: Path | None  # host binary to push first
+
+    def adb_argv(self, *args: str) -> list[str]:
+        return [str(self.adb), "-s", self.device.serial, *args]
+
+
+def _resolve(serial: str | None, binary: str | Path | None,
+             timeout: float = 30.0) -> _Phone | str:
+    adb = find_adb()
+    if adb is None:
+        return ("not measurable here: adb not found (not on PATH, not in "
+                f"$ANDROID_HOME/platform-tools); install Android platform-tools ({PLATFORM_TOOLS})")
+    try:
+        listing = _run([str(adb), "devices", "-l"], timeout, "`adb devices -l`")
+    except StageError as err:
+        return f"not measurable here: {err.message}"
+    if listing.returncode != 0:
+        tail = (listing.stderr or listing.stdout).strip().splitlines()[-1:] or [""]
+        return f"not measurable here: `adb devices -l` failed: {tail[0]}"
+    chosen = select_device(parse_devices(listing.stdout),
+                           serial or os.environ.get("ANDROID_SERIAL") or None)
+    if isinstance(chosen, str):
+        return chosen
+    if binary is not None:
+        host = Path(binary).expanduser()
+        if not host.is_file():
+            return (f"not measurable here: benchmark_model binary {host} does not exist; "
+                    f"{GET_BINARY}")
+        return _Phone(adb, chosen, PUSHED_BINARY, host)
+    phone = _Phone(adb, chosen, DEVICE_BINARY, None)
+    try:
+        probe = _run(phone.adb_argv("shell", f"[ -x {DEVICE_BINARY} ] && echo present "
+                                             "|| echo missing"), timeout,
+                     "checking for benchmark_model on the phone")
+    except StageError as err:
+        return f"not measurable here: {err.message}"
+    if "present" not in probe.stdout:
+        return (f"not measurable here: no benchmark_model at {DEVICE_BINARY} on "
+                f"{chosen.describe()}; {GET_BINARY}")
+    return phone
+
+
+def unavailable_reason(serial: str | None = None, binary: str | Path | None = None) -> str:
+    """'' when a phone and benchmark_model are ready, else "not measurable here: ..."."""
+    found = _resolve(serial, binary)
+    return found if isinstance(found, str) else ""
+
+
+# ---------------------------------------------------------------- benchmark_model's log
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
+_STATS = re.compile(
+    rf"count=(?P<count>\d+)(?: first=(?P<first>{_NUM}))? curr=(?P<curr>{_NUM})"
+    rf"(?P<same>\(all same\))?"
+    rf"(?: min=(?P<min>{_NUM}) max=(?P<max>{_NUM}) avg=(?P<avg>{_NUM}) std=(?P<std>{_NUM}))?"
+    rf"(?: p5=(?P<p5>{_NUM}) median=(?P<median>{_NUM}) p95=(?P<p95>{_NUM}))?")
+_RUNNING = re.compile(r"Running benchmark for at least (\d+) iterations")
+_TIMINGS = re.compile(
+    rf"Inference timings in us: Init: (?P<init>{_NUM}), First inference: (?P<first>{_NUM}), "
+    rf"Warmup \(avg\): (?P<warmup>{_NUM}), Inference \(avg\): (?P<avg>{_NUM})")
+_OLD_TIMINGS = re.compile(  # before TF 2.2: "Average inference timings in us: ..."
+    rf"Average inference timings in us: Warmup: (?P<warmup>{_NUM}), Init: (?P<init>{_NUM}), "
+    rf"(?:no stats|Inference): (?P<avg>{_NUM})")
+_REPLACING = re.compile(
+    r"Replacing (?P<n>\d+)(?: out of (?P<total>\d+))? node\(s\) with delegate "
+    r"\((?P<name>[^)]*)\) node, yielding (?P<parts>\d+) partitions")
+_APPLIED = re.compile(
+    r"(?:Explicitly applied (?P<a>\S+) delegate, and the model graph will be "
+    r"(?P<how>completely|partially) executed by the delegate(?: w/ (?P<k>\d+) delegate "
+    r"kernels)?|Though (?P<b>\S+) delegate is explicitly applied, the model graph will not "
+    r"be executed by the delegate)")
+_MEMORY = re.compile(rf"(?:Memory footprint delta from the start of the tool|Peak memory "
+                     rf"footprint) \(MB\): init=(?P<init>{_NUM}) overall=(?P<overall>{_NUM})")
+_PEAK = re.compile(rf"Overall peak memory footprint \(MB\) via periodic monitoring: "
+                   rf"(?P<peak>{_NUM})")
+_ACCELERATORS = re.compile(r"NNAPI accelerators available: \[(?P<names>[^\]]*)\]")
+_MODEL_SIZE = re.compile(rf"The input model file size \(MB\): (?P<mb>{_NUM})")
+_ERROR = re.compile(r"\b(?:ERROR|E tflite|Failed to|failed to|Aborted|Segmentation fault)")
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """One `count=... first=... curr=...` line, in microseconds as printed."""
+
+    count: int
+    curr: float
+    first: float | None = None
+    min: float | None = None
+    max: float | None = None
+    avg: float | None = None
+    std: float | None = None
+    p5: float | None = None
+    median: float | None = None
+    p95: float | None = None
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """`Replacing N [out of M] node(s) with delegate (<name>) node, yielding K partitions`."""
+
+    delegate: str
+    nodes: int
+    total: int | None
+    partitions: int
+
+
+@dataclass(frozen=True)
+class Applied:
+    """benchmark_model's verdict on an explicitly applied delegate."""
+
+    delegate: str  # as benchmark_model names it: NNAPI, GPU, XNNPACK, ...
+    execution: str  # "complete", "partial" or "none"
+    kernels: int | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkLog:
+    """What one benchmark_model run printed."""
+
+    warmup: RunStats | None = None
+    timed: RunStats | None = None
+    init_us: float | None = None
+    first_inference_us: float | None = None
+    warmup_avg_us: float | None = None
+    inference_avg_us: float | None = None
+    replacements: tuple[Replacement, ...] = ()
+    applied: tuple[Applied, ...] = ()
+    accelerators: tuple[str, ...] = ()
+    memory_mb: Mapping[str, float] = field(default_factory=dict)
+    model_size_mb: float | None = None
+    errors: tuple[str, ...] = ()
+
+
+def _stats(match: re.Match[str]) -> RunStats:
+    def num(name: str) -> float | None:
+        text = match.group(name)
+        return float(text) if text is not None else None
+
+    curr = float(match.group("curr"))
+    if match.group("avg") is None:  # "count=1 curr=X" or "count=N curr=X(all same)"
+        return RunStats(int(match.group("count")), curr, first=curr, min=curr, max=curr,
+                        avg=curr, std=0.0, p5=num("p5"), median=num("median"), p95=num("p95"))
+    return RunStats(int(match.group("count")), curr, num("first"), num("min"), num("max"),
+                    num("avg"), num("std"), num("p5"), num("median"), num("p95"))
+
+
+def parse_benchmark_output(text: str) -> BenchmarkLog:
+    """Parse benchmark_model's log (plain, `INFO: `-prefixed or logcat-prefixed lines).
+
+    The statistics line after the first "Running benchmark for at least N iterations"
+    is the warm-up, after the second the timed runs; per-op profiling tables
+    ("Timings (microseconds): count=...") are not run statistics and are ignored.
+    """
+    warmup = timed = None
+    runs_seen = 0
+    waiting = False
+    values: dict[str, float] = {}
+    replacements: list[Replacement] = []
+    applied: list[Applied] = []
+    accelerators: tuple[str, ...] = ()
+    memory: dict[str, float] = {}
+    model_size = None
+    errors: list[str] = []
+    loose_stats: list[RunStats] = []
+    for line in text.splitlines():
+        if _RUNNING.search(line):
+            runs_seen += 1
+            waiting = True
+            continue
+        stats = _STATS.search(line)
+        if stats and "Timings (microseconds)" not in line and "Memory (bytes)" not in line:
+            parsed = _stats(stats)
+            if waiting:
+                waiting = False
+                if runs_seen == 1:
+                    warmup = parsed
+                else:
+                    timed = parsed
+            else:
+                loose_stats.append(parsed)
+            continue
+        if m := _TIMINGS.search(line):
+            values.update(init=float(m["init"]), first=float(m["first"]),
+                          warmup=float(m["warmup"]), avg=float(m["avg"]))
+        elif m := _OLD_TIMINGS.search(line):
+            values.update(init=float(m["init"]), warmup=float(m["warmup"]),
+                          avg=float(m["avg"]))
+        elif m := _REPLACING.search(line):
+            replacements.append(Replacement(m["name"], int(m["n"]),
+                                            int(m["total"]) if m["total"] else None,
+                                            int(m["parts"])))
+        elif m := _APPLIED.search(line):
+            if m["b"]:
+                applied.append(Applied(m["b"], "none"))
+            else:
+                applied.append(Applied(m["a"], "complete" if m["how"] == "completely"
+                                       else "partial", int(m["k"]) if m["k"] else None))
+        elif m := _MEMORY.search(line):
+            memory.update(init=float(m["init"]), overall=float(m["overall"]))
+        elif m := _PEAK.search(line):
+            memory["peak"] = float(m["peak"])
+        elif m := _ACCELERATORS.search(line):
+            accelerators = tuple(n.strip() for n in m["names"].split(",") if n.strip())
+        elif m := _MODEL_SIZE.search(line):
+            model_size = float(m["mb"])
+        elif _ERROR.search(line):
+            errors.append(line.strip())
+    if timed is None and warmup is None and loose_stats:  # no "Running benchmark" lines
+        warmup, timed = (loose_stats[0], loose_stats[-1]) if len(loose_stats) > 1 \
+            else (None, loose_stats[0])
+    return BenchmarkLog(warmup, timed, values.get("init"), values.get("first"),
+                        values.get("warmup"), values.get("avg"), tuple(replacements),
+                        tuple(applied), accelerators, memory, model_size, tuple(errors))
+
+
+def delegation(log: BenchmarkLog, delegate: DeviceDelegate) -> dict[str, Any]:
+    """Nodes the requested delegate took and how many stayed on the CPU."""
+    names = KERNEL_NAMES[delegate.value]
+    mine = [r for r in log.replacements if r.delegate in names]
+    out: dict[str, Any] = {"requested": delegate.value}
+    verdict = next((a for a in log.applied if a.delegate.lower() == delegate.value), None)
+    if verdict is not None:
+        out["execution"] = verdict.execution
+        if verdict.kernels is not None:
+            out["delegate_kernels"] = verdict.kernels
+    if mine:
+        nodes = sum(r.nodes for r in mine)
+        out["delegate"] = mine[0].delegate
+        out["nodes_delegated"] = nodes
+        out["partitions"] = sum(r.partitions for r in mine)
+        totals = [r.total for r in mine]
+        if all(t is not None for t in totals):
+            total = sum(t for t in totals if t is not None)
+            out["nodes_total"] = total
+            out["nodes_on_cpu"] = total - nodes
+    others = [r for r in log.replacements if r.delegate not in names]
+    if others:
+        out["other_delegates"] = [{"delegate": r.delegate, "nodes": r.nodes,
+                                   "of": r.total} for r in others]
+    if delegate is not DeviceDelegate.CPU and verdict is not None and \
+            verdict.execution == "none":
+        out["warning"] = (f"benchmark_model says the {delegate.value} delegate took no node: "
+                          "these are CPU figures")
+    if log.accelerators:
+        out["nnapi_accelerators"] = list(log.accelerators)
+    return out
+
+
+def to_result(log: BenchmarkLog, delegate: DeviceDelegate, requested_runs: int
+              ) -> dict[str, Any]:
+    """benchmark_model's figures in ms, named like edgebuild's latency summary."""
+    timed = log.timed
+    if timed is None:
+        raise ValueError("benchmark_model printed no run statistics")
+
+    def ms(us: float | None) -> float | None:
+        return None if us is None else us / 1000.0
+
+    result: dict[str, Any] = {
+        "n": timed.count, "mean": ms(timed.avg), "std": ms(timed.std), "min": ms(timed.min),
+        "max": ms(timed.max), "first": ms(timed.first),
+    }
+    if timed.median is not None:
+        result.update(p5=ms(timed.p5), p50=ms(timed.median), p95=ms(timed.p95))
+        extra = ", and p5/median/p95 by nearest rank (this build prints them)"
+    else:
+        extra = " (this build prints no percentile)"
+    result["percentiles"] = PERCENTILES_NOTE.format(extra=extra)
+    result.update(init_ms=ms(log.init_us), first_inference_ms=ms(log.first_inference_us),
+                  warmup_mean_ms=ms(log.warmup_avg_us),
+                  warmup_n=log.warmup.count if log.warmup else None)
+    if timed.count < requested_runs:
+        result["runs_note"] = (f"benchmark_model stopped after {timed.count} of "
+                               f"{requested_runs} runs (its max_secs limit)")
+    result["delegation"] = delegation(log, delegate)
+    if log.memory_mb:
+        result["memory_mb"] = dict(log.memory_mb)
+    if log.model_size_mb is not None:
+        result["model_size_mb"] = log.model_size_mb
+    if log.errors:
+        result["log_errors"] = list(log.errors)
+    return result
+
+
+# ---------------------------------------------------------------- running it
+
+
+def benchmark_command(binary: str, graph: str, delegate: DeviceDelegate, threads: int | None,
+                      warmup_runs: int, num_runs: int, extra_flags: Sequence[str] = ()
+                      ) -> list[str]:
+    """The benchmark_model command line run on the phone."""
+    argv = [binary, f"--graph={graph}"]
+    if threads is not None and threads > 0:
+        argv.append(f"--num_threads={threads}")
+    argv += [f"--warmup_runs={warmup_runs}", f"--num_runs={num_runs}", *delegate.flags(),
+             *extra_flags]
+    return argv
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def benchmark(model: Path, delegate: str = "nnapi", threads: int | None = 4,
+              warmup_runs: int = 1, num_runs: int = 50, serial: str | None = None,
+              binary: str | Path | None = None, timeout_s: float = 900.0,
+              extra_flags: Sequence[str] = ()) -> dict[str, Any]:
+    """Run benchmark_model on the phone; ms statistics, delegation and memory.
+
+    `binary`: a host path of an Android benchmark_model to push (else the phone's
+    /data/local/tmp/benchmark_model). `extra_flags` go to benchmark_model as given, e.g.
+    ["--nnapi_accelerator_name=google-edgetpu"]. Raises StageError when it cannot run.
+    """
+    try:
+        chosen = DeviceDelegate(delegate)
+    except ValueError as err:
+        raise StageError(f"unknown delegate {delegate!r}",
+                         f"use one of {', '.join(d.value for d in DeviceDelegate)}") from err
+    phone = _resolve(serial, binary)
+    if isinstance(phone, str):
+        raise StageError(phone.removeprefix("not measurable here: "),
+                         "on-device latency needs adb, one attached phone and benchmark_model")
+    model = Path(model)
+    remote_model = f"{DEVICE_DIR}/edgebuild_{_digest(model)[:16]}.tflite"
+    command = benchmark_command(phone.binary, remote_model, chosen, threads, warmup_runs,
+                                num_runs, extra_flags)
+    where = phone.device.describe()
+    try:
+        if phone.push_binary is not None:
+            _check(_run(phone.adb_argv("push", str(phone.push_binary), phone.binary), 300,
+                        "pushing benchmark_model"), "pushing benchmark_model", where)
+            _check(_run(phone.adb_argv("shell", f"chmod 755 {phone.binary}"), 60,
+                        "chmod benchmark_model"), "making benchmark_model executable", where)
+        _check(_run(phone.adb_argv("push", str(model), remote_model), 300,
+                    "pushing the model"), "pushing the model", where)
+        done = _run(phone.adb_argv("shell", shlex.join(command)), timeout_s,
+                    f"benchmark_model on {where}")
+    finally:
+        with contextlib.suppress(StageError):  # a leftover file does no harm
+            _run(phone.adb_argv("shell", f"rm -f {remote_model}"), 60, "removing the model")
+    output = done.stdout + ("\n" + done.stderr if done.stderr else "")
+    log = parse_benchmark_output(output)
+    if done.returncode != 0 or log.timed is None:
+        raise StageError(
+            f"benchmark_model failed on {where} (exit {done.returncode}):\n{_tail(output)}",
+            "run the same command with `adb shell` to see the whole log; a delegate that "
+            "cannot run the model makes benchmark_model stop")
+    result = to_result(log, chosen, num_runs)
+    return {"source": "TFLite benchmark_model on the phone over adb",
+            "device": {"serial": phone.device.serial, **phone.device.details},
+            "delegate": chosen.value, "command": shlex.join(command), "unit": "ms",
+            **result}
+
+
+def _check(done: subprocess.CompletedProcess[str], what: str, where: str) -> None:
+    if done.returncode != 0:
+        raise StageError(f"{what} to {where} failed: {_tail(done.stderr or done.stdout, 3)}",
+                         f"is there space in {DEVICE_DIR} and is the phone still attached?")
