@@ -91,7 +91,21 @@ def _offline_sample_images() -> np.ndarray:
 
 
 def _convert(source: Path, destination: Path, keep_nchw: list[str]) -> str:
-    """Run onnx2tf in this process; returns what it printed."""
+    """Run onnx2tf in this process on a private copy of `source`; returns what it printed.
+
+    The copy matters: onnx2tf rewrites the ONNX file it is given (it names
+    unnamed nodes in place), and `source` is a cache entry that must not change.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="onnx2tf-") as scratch:
+        private = Path(scratch) / source.name
+        shutil.copyfile(source, private)
+        return _convert_file(private, destination, keep_nchw)
+
+
+def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
     import onnx2tf
     from onnx2tf import onnx2tf as onnx2tf_main
     from onnx2tf.utils import common_functions

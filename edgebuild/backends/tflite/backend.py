@@ -148,7 +148,7 @@ class TfliteBackend(Backend):
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             from edgebuild.backends.tflite import device
 
-            return device.unavailable_reason(options.device_serial)
+            return device.unavailable_reason(options.device_serial, options.benchmark_model)
         return ""  # accuracy, and host latency: ai-edge-litert runs here
 
     def where(self, target: TargetInfo, purpose: str = "latency") -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from edgebuild.errors import ExitCode
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]
@@ -78,7 +79,7 @@ def edgebuild(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def target(report: dict[str, Any], name: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(t for t in report["targets"] if t["target"] == name)
+    found: dict[str, Any] = next(t for t in report["targets"] if t["name"] == name)
     return found
 
 
@@ -98,7 +99,8 @@ def test_float32_and_int8_build_gate_and_cache(tmp_path: Path) -> None:
     plan = edgebuild("plan", "recipe.yaml", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     # One onnx2tf conversion, shared by both precisions.
-    assert plan.stdout.count("onnx-to-tf") == 1, plan.stdout
+    stage_ids = [line.split()[1] for line in plan.stdout.splitlines()[1:]]
+    assert stage_ids.count("onnx-to-tf") == 1, plan.stdout
 
     cold = edgebuild("run", "recipe.yaml", "--out", "out", cwd=tmp_path)
     assert cold.returncode == 0, cold.stdout + cold.stderr
@@ -154,7 +156,7 @@ def test_unconvertible_op_names_op_node_and_shapes(tmp_path: Path) -> None:
         "inputs: [{name: image, shape: [1, 3, 8, 8], dtype: float32}]\n"
         "outputs: [logits]\ntargets: {android: {options: {latency_on: host}}}\n")
     run = edgebuild("run", "recipe.yaml", "--out", "out", cwd=tmp_path)
-    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.returncode == ExitCode.STAGE_FAILED, run.stdout + run.stderr
     output = run.stdout + run.stderr
     assert "Traceback" not in output
     assert "onnx2tf cannot convert op 'CastLike' (node 'the_castlike')" in output
