@@ -49,6 +49,7 @@ import numpy as np
 from edgebuild.backends.base import Runner
 from edgebuild.cache.store import Artifact
 from edgebuild.data.loaders import Samples
+from edgebuild.errors import EdgebuildError
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.latency import conditions
 from edgebuild.gates.reference import save_outputs
@@ -56,6 +57,7 @@ from edgebuild.gates.regression import BLOCK, SETTLE_S, decide
 from edgebuild.gates.stats import summarize
 from edgebuild.passes.base import StageContext, TargetInfo
 from edgebuild.recipe.loader import load_profiles, load_recipe, profile_dirs
+from edgebuild.registry import load_backend
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "quickstart.yaml"
@@ -171,13 +173,22 @@ def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo]]:
     recipe_file = Path(report["recipe_file"])
     if not recipe_file.is_absolute():
         recipe_file = REPO / recipe_file
-    targets = load_recipe(recipe_file).targets if recipe_file.is_file() else {}
+    targets: dict[str, TargetInfo] = {}
+    try:
+        targets = load_recipe(recipe_file).targets
+    except EdgebuildError as exc:  # moved or since edited: the profile's own options
+        print(f"{report_path}: {recipe_file}: {exc.message}; using the targets' profiles",
+              file=sys.stderr)
     for target in report["targets"]:
         if not target.get("artifact"):
             print(f"{report_path}: target {target['name']} has no artifact; skipped",
                   file=sys.stderr)
             continue
         info = targets.get(target["name"]) or profile_target(target["profile"])
+        reason = load_backend(info.backend).unmeasurable_reason(info)
+        if reason:
+            print(f"{report_path}: target {target['name']}: {reason}; skipped", file=sys.stderr)
+            continue
         yield (f"edgebuild {report['recipe']}/{target['name']}",
                report_path.parent / target["artifact"], info)
 
@@ -200,8 +211,6 @@ def from_argument(text: str) -> tuple[str, Path, TargetInfo]:
 
 
 def artifact_runner(path: Path, target: TargetInfo, threads: int) -> Runner:
-    from edgebuild.registry import load_backend
-
     backend = load_backend(target.backend)
     reason = backend.unmeasurable_reason(target)
     if reason:
