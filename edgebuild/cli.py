@@ -20,6 +20,7 @@ from edgebuild.errors import EdgebuildError, ExitCode
 if TYPE_CHECKING:
     from edgebuild.execute.executor import StageRun
     from edgebuild.plan.stage import Stage
+    from edgebuild.report.model import SearchReport
 
 EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
 3 a stage failed. Docs: docs/cli.md"""
@@ -124,17 +125,38 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {mark:<12} {gate.name}: {gate.message}")
         if not target.gates:
             print(f"  {'NO GATES':<12} {target.name}: nothing is gated")
+        if target.search is not None:
+            print_candidates(target.name, target.search)
+    contained = {sid for t in report.targets if t.search is not None and t.search.chosen
+                 for row in t.search.candidates for sid in row.stages}
     for stage in report.stages:
-        if stage.outcome == "failed":
+        if stage.outcome == "failed" and stage.id not in contained:
             hint = f"\n  hint: {stage.hint}" if stage.hint else ""
             print(f"\nstage '{stage.id}' failed: {stage.message}{hint}\n  log: {stage.log}",
                   file=sys.stderr)
-    if report.counts.get("failed"):
+    if any(s.outcome == "failed" and s.id not in contained for s in report.stages):
         done = built + cached
         print(f"\nto resume: fix the cause and run the same command again; the {done} "
               f"stage(s) that finished are cached and will not run again.", file=sys.stderr)
     print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml")
     return report.exit_code
+
+
+def print_candidates(target: str, search: SearchReport) -> None:
+    """The candidate table of a search, one line each (◆: on the Pareto front)."""
+    print(f"  candidates of {target} (◆ on the Pareto front of p50 vs agreement):")
+    width = max(len(row.name) for row in search.candidates)
+    for row in search.candidates:
+        p50 = f"p50 {row.p50_ms:7.3f} ms" if row.p50_ms is not None else f"p50 {'—':>7}   "
+        agree = (f"agreement {row.top1_agreement:5.1f} %" if row.top1_agreement is not None
+                 else f"agreement {'—':>5}  ")
+        if row.ratio is not None and not row.chosen and row.ratio_ci95:
+            note = f"x{row.ratio:.2f} [{row.ratio_ci95[0]:.2f}-{row.ratio_ci95[1]:.2f}] " \
+                   "vs chosen, interleaved"
+        else:
+            note = row.reason or row.summary
+        mark = "◆" if row.pareto else " "
+        print(f"    {row.state:<12} {mark} {row.name:<{width}}  {p50}  {agree}  {note}")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -152,7 +174,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     loaded = api.load(args.recipe)
     built = build_plan(loaded)
-    print(f"{args.recipe}: valid ({len(loaded.targets)} target(s), {len(built.graph)} stages)")
+    candidates = sum(len(c) for c in loaded.searches.values())
+    searched = f", {candidates} search candidate(s)" if candidates else ""
+    print(f"{args.recipe}: valid ({len(loaded.recipe.targets)} target(s){searched}, "
+          f"{len(built.graph)} stages)")
     return ExitCode.OK
 
 

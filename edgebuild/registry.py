@@ -80,6 +80,7 @@ OPS: dict[str, str] = {
     "infer": "edgebuild.gates.accuracy:Infer",
     "measure-latency": "edgebuild.gates.latency:MeasureLatency",
     "compare-latency": "edgebuild.gates.compare_latency:CompareLatency",
+    "select": "edgebuild.gates.select:Select",
 }
 
 BACKENDS: dict[str, BackendEntry] = {

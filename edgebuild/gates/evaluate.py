@@ -27,12 +27,15 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
-                    execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+                    execution: ExecutionResult, policy: Policy,
+                    keep_samples: bool = True) -> list[GateResult]:
+    """Every gate of one target (or search candidate); `keep_samples`: latency samples
+    go into the latency gate's details (for `edgebuild compare`)."""
     results = []
     if gates.accuracy is not None:
         results.append(_accuracy(target, gates.accuracy, stages, execution, policy))
     if gates.latency is not None:
-        results.append(_latency(target, gates.latency, stages, execution, policy))
+        results.append(_latency(target, gates.latency, stages, execution, policy, keep_samples))
         if stages.compare is not None:
             results.append(_regression(target, gates.latency, stages, execution, policy))
     if gates.size is not None:
@@ -136,7 +139,8 @@ def _explain(layers: dict[str, Any]) -> str:
 
 
 def _latency(target: str, gate: LatencyGate, stages: TargetStages,
-             execution: ExecutionResult, policy: Policy) -> GateResult:
+             execution: ExecutionResult, policy: Policy, keep_samples: bool = True
+             ) -> GateResult:
     run = execution.runs.get(stages.latency or "")
     blocked = _blocked(target, "latency", run, policy)
     if blocked is not None:
@@ -157,7 +161,8 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
         measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")},
         limits={"budget_ms": gate.budget_ms, "percentile": gate.percentile},
         details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
-                 "samples_ms": _subsample(run.artifact.path / "samples_ms.npy")},
+                 **({"samples_ms": _subsample(run.artifact.path / "samples_ms.npy")}
+                    if keep_samples else {})},
         message=message)
 
 

@@ -8,6 +8,16 @@ into one node, so a recipe with three targets exports the model once::
 
 Formats are checked while chaining: each op declares what it accepts and
 produces, and a mismatch is a PlanError naming both stages.
+
+A target with `search:` gets one such chain per candidate, built for the
+candidate's own target name (`compile@host-cpu[int8-entropy]`), and a `select`
+stage that times the candidates that pass every gate against each other::
+
+    onnx-optimize ─┬─ quantize[int8-entropy] ─ compile@T[int8-entropy] ─┬─ select@T
+                   └─ compile@T[fp32] ──────────────────────────────────┘
+
+The select stage drawn here names every candidate; which of them it really
+compares is decided when their gates are known (edgebuild/plan/search.py).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from edgebuild.cache.digest import canonical_json
 from edgebuild.errors import PlanError
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe
-from edgebuild.recipe.models import PassSpec
+from edgebuild.recipe.models import Gates, PassSpec
 from edgebuild.registry import backend_entry, load_op
 
 if TYPE_CHECKING:
@@ -52,14 +62,23 @@ def implicit_path(fmt: str, accepts: tuple[str, ...]) -> list[str] | None:
 
 @dataclass
 class TargetStages:
-    """The stages whose results one target's report is made of."""
+    """The stages whose results one target's (or search candidate's) report is made of."""
 
-    compiled: str
+    compiled: str  # for a search target: its select stage (the winner is known only later)
     chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
     reference: str | None = None
     infer: str | None = None
     latency: str | None = None
     compare: str | None = None  # A/B latency against a baseline artifact
+    search: SearchStages | None = None
+
+
+@dataclass
+class SearchStages:
+    """A search target's candidates (in recipe order) and the stage that picks one."""
+
+    candidates: dict[str, TargetStages]  # candidate name -> its own chain and measurements
+    select: str
 
 
 @dataclass
@@ -90,15 +109,19 @@ class _Builder:
         self._by_identity: dict[str, str] = {}
 
     def add(self, op: str, params: dict[str, Any], inputs: dict[str, str],
-            target: str | None = None, **flags: Any) -> str:
-        """Add a stage, or return the id of an identical one already in the graph."""
+            target: str | None = None, label: str | None = None, **flags: Any) -> str:
+        """Add a stage, or return the id of an identical one already in the graph.
+
+        `label` names a stage that is not target-specific (`quantize[int8-entropy]`);
+        it is not part of its identity, so identical stages still merge.
+        """
         identity = canonical_json([op, params, sorted(inputs.items()), target,
                                    sorted(flags.items())])
         if identity in self._by_identity:
             return self._by_identity[identity]
         fields = load_op(op).dataset_fields
         flags["datasets"] = tuple(sorted({str(params[f]) for f in fields if params.get(f)}))
-        base = f"{op}@{target}" if target else op
+        base = f"{op}@{target}" if target else f"{op}[{label}]" if label else op
         stage_id, n = base, 1
         while stage_id in self.graph:
             n += 1
@@ -119,6 +142,7 @@ class _Chain:
                  fmt: str) -> None:
         self.b = builder
         self.target = target
+        self.label: str | None = None  # names the pass stages a search candidate adds
         self.current = source
         self.fmt = fmt
         self.producer = "the model source"
@@ -147,7 +171,7 @@ class _Chain:
         validated = op.Params.model_validate(params).model_dump(mode="json")
         inputs = {"model": self.current} if self.current else {}
         self.current = self.b.add(op_name, validated, inputs,
-                                  self.target if op.target_specific else None,
+                                  self.target if op.target_specific else None, self.label,
                                   uses_source=self.current is None, implicit=implicit)
         self.ids.append(self.current)
         self.fmt, self.producer = op.produces, op_name
@@ -162,32 +186,76 @@ def build_plan(loaded: LoadedRecipe,
     from_torch = recipe.model.factory is not None
     source = None if from_torch else b.add("import-onnx", {}, {}, uses_source=True)
     for name, entry in recipe.targets.items():
-        info = loaded.targets[name]
-        chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
         inherited = recipe.passes if entry.inherit_passes else []
         passes: list[PassSpec] = [*inherited, *entry.passes]
-        for spec in passes:
-            chain.add(spec.name, spec.params)
-        backend = backend_entry(info.backend)
-        chain.reach(backend.accepts, f"backend {info.backend}")
-        inputs = {"model": chain.current} if chain.current else {}
-        # A backend that quantizes while it converts reads calibration data itself.
-        calibration = info.options.get("calibration_dataset")
-        compiled = b.add("compile", {"calibration": calibration} if calibration else {},
-                         inputs, name, uses_source=chain.current is None)
-        stages = TargetStages(compiled=compiled, chain=chain.ids)
-        gates = entry.gates
-        if gates.accuracy is not None:
-            dataset = gates.accuracy.dataset
-            stages.reference = b.add("reference", {"dataset": dataset},
-                                     {"model": source} if source else {}, uses_source=True)
-            stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
-                                 measures=True)
-        if gates.latency is not None:
-            stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
-                                   measures=True)
-            if baselines and name in baselines:
-                stages.compare = b.add("compare-latency", baselines[name],
-                                       {"model": compiled}, name, measures=True)
-        plan.targets[name] = stages
+        if entry.search is None:
+            chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
+            plan.targets[name] = _measured(b, chain, passes, entry.gates, source,
+                                           (baselines or {}).get(name))
+            continue
+        candidates: dict[str, TargetStages] = {}
+        built: dict[str, str] = {}  # what a candidate builds -> its name
+        for candidate in loaded.searches[name]:
+            chain = _Chain(b, candidate.target_name, source, "pytorch" if from_torch else "onnx")
+            for spec in passes if candidate.inherit_passes else []:
+                chain.add(spec.name, spec.params)
+            chain.label = candidate.name
+            stages = _measured(b, chain, list(candidate.passes), entry.gates, source, None,
+                               always_latency=True)
+            identity = canonical_json([plan.stage(stages.compiled).inputs,
+                                       plan.stage(stages.compiled).params_json,
+                                       loaded.targets[candidate.target_name].profile])
+            if identity in built:
+                raise PlanError(f"target '{name}': search candidates '{built[identity]}' and "
+                                f"'{candidate.name}' build the same thing",
+                                "remove one, or make their passes or options differ")
+            built[identity] = candidate.name
+            candidates[candidate.name] = stages
+        select = b.add("select", select_params(loaded, name, list(candidates)),
+                       {c: s.compiled for c, s in candidates.items()}, name, measures=True)
+        plan.targets[name] = TargetStages(compiled=select,
+                                          search=SearchStages(candidates, select))
     return plan
+
+
+def select_params(loaded: LoadedRecipe, target: str, names: list[str]) -> dict[str, Any]:
+    """Params of a target's select stage comparing `names` (each with its own settings)."""
+    found = []
+    for name in names:
+        info = loaded.targets[f"{target}[{name}]"]
+        found.append({"name": name, "options": info.options,
+                      "measure": info.profile["measure"]})
+    params: dict[str, Any] = load_op("select").Params.model_validate(
+        {"candidates": found}).model_dump(mode="json")
+    return params
+
+
+def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
+              source: str | None, baseline: dict[str, Any] | None,
+              always_latency: bool = False) -> TargetStages:
+    """Append `passes` and the compile to `chain`, then the stages its gates measure."""
+    name = chain.target
+    info = b.loaded.targets[name]
+    for spec in passes:
+        chain.add(spec.name, spec.params)
+    backend = backend_entry(info.backend)
+    chain.reach(backend.accepts, f"backend {info.backend}")
+    inputs = {"model": chain.current} if chain.current else {}
+    # A backend that quantizes while it converts reads calibration data itself.
+    calibration = info.options.get("calibration_dataset")
+    compiled = b.add("compile", {"calibration": calibration} if calibration else {},
+                     inputs, name, uses_source=chain.current is None)
+    stages = TargetStages(compiled=compiled, chain=chain.ids)
+    if gates.accuracy is not None:
+        dataset = gates.accuracy.dataset
+        stages.reference = b.add("reference", {"dataset": dataset},
+                                 {"model": source} if source else {}, uses_source=True)
+        stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
+                             measures=True)
+    if gates.latency is not None or always_latency:
+        stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
+                               measures=True)
+        if baseline is not None:
+            stages.compare = b.add("compare-latency", baseline, {"model": compiled}, name,
+                                   measures=True)
+    return stages

@@ -19,6 +19,8 @@ def _label(plan: Plan, stage_id: str) -> str:
     from edgebuild.registry import load_op
 
     stage = plan.stage(stage_id)
+    if stage.op == "select":
+        return f"{stage.id}({len(stage.inputs)} candidates)"
     fields = load_op(stage.op).Params.model_fields
     shown = {}
     for key, value in stage.params.items():
@@ -33,18 +35,56 @@ def _label(plan: Plan, stage_id: str) -> str:
 
 
 def _text(plan: Plan, status: dict[str, StageStatus]) -> str:
+    """One line per stage; a search's candidates one line each, their own stages folded."""
     order = plan.order()
     cached = sum(1 for s in status.values() if s.state is StageState.CACHED)
     loaded = plan.recipe
     lines = [f"plan for '{loaded.recipe.name}' ({loaded.path}): {len(order)} stages, "
              f"{cached} cached, {len(order) - cached} to run"]
-    width = min(48, max(len(_label(plan, s.id)) for s in order))
-    for stage in order:
+    owned = _owned(plan)
+    shown = [s for s in order if s.id not in owned]
+    width = min(48, max(len(_label(plan, s.id)) for s in shown))
+    for stage in shown:
         state = status[stage.id].state.value
+        if stage.op == "select":
+            lines += _search_lines(plan, stage.target or "", status)
+            note = "  (times the candidates that pass every gate, keeps the fastest)"
+            lines.append(f"  {state:<7} {_label(plan, stage.id):<{width}}{note}")
+            continue
         after = f"  <- {', '.join(stage.upstream)}" if stage.upstream else ""
         extra = "  (implicit)" if stage.implicit else ""
         lines.append(f"  {state:<7} {_label(plan, stage.id):<{width}}{after}{extra}")
     return "\n".join(lines)
+
+
+def _owned(plan: Plan) -> dict[str, tuple[str, str]]:
+    """Stage id -> (target, candidate) for the stages only one search candidate needs."""
+    if not any(t.search for t in plan.targets.values()):
+        return {}
+    from edgebuild.plan.search import own_stages
+
+    return {sid: (target, name) for target, by_name in own_stages(plan).items()
+            for name, ids in by_name.items() for sid in ids}
+
+
+def _search_lines(plan: Plan, target: str, status: dict[str, StageStatus]) -> list[str]:
+    from edgebuild.plan.search import own_stages
+
+    entry = plan.recipe.recipe.targets[target]
+    assert entry.search is not None
+    own = own_stages(plan)[target]
+    candidates = plan.recipe.searches[target]
+    budget = f"max {entry.search.max_candidates}" + (
+        f", {entry.search.max_minutes:g} min" if entry.search.max_minutes is not None else "")
+    lines = [f"  search  {target}: {len(candidates)} candidates ({budget}), each its passes "
+             "-> compile -> infer -> measure-latency"]
+    width = max(len(c.name) for c in candidates)
+    for candidate in candidates:
+        ids = own[candidate.name]
+        done = sum(1 for sid in ids if status[sid].state is StageState.CACHED)
+        state = "cached" if done == len(ids) else "to-run" if not done else f"{done}/{len(ids)}"
+        lines.append(f"    {state:<7} {candidate.name:<{width}}  {candidate.describe()}")
+    return lines
 
 
 def _json(plan: Plan, status: dict[str, StageStatus]) -> str:
@@ -53,7 +93,14 @@ def _json(plan: Plan, status: dict[str, StageStatus]) -> str:
         "inputs": dict(s.inputs), "datasets": list(s.datasets), "measures": s.measures,
         "implicit": s.implicit, "state": status[s.id].state.value, "key": status[s.id].key,
     } for s in plan.order()]
-    return json.dumps({"recipe": plan.recipe.recipe.name, "stages": stages}, indent=2)
+    searches = {
+        target: {"select": t.search.select,
+                 "candidates": {c.name: {"summary": c.describe(), "config": c.config(),
+                                         "compile": t.search.candidates[c.name].compiled}
+                                for c in plan.recipe.searches[target]}}
+        for target, t in plan.targets.items() if t.search is not None}
+    return json.dumps({"recipe": plan.recipe.recipe.name, "stages": stages,
+                       **({"searches": searches} if searches else {})}, indent=2)
 
 
 def _dot(plan: Plan, status: dict[str, StageStatus]) -> str:

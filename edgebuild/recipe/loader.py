@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
 from edgebuild.passes.base import TargetInfo
-from edgebuild.recipe.models import PassSpec, Recipe
+from edgebuild.recipe.common import MeasureSettings
+from edgebuild.recipe.models import PassSpec, Recipe, TargetEntry
+from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import validate
 from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml
@@ -29,7 +31,10 @@ class LoadedRecipe:
     path: Path
     recipe: Recipe
     doc: LoadedYaml
-    targets: dict[str, TargetInfo]  # recipe target name -> resolved profile
+    # recipe target name -> resolved profile; a search candidate's as `target[candidate]`
+    targets: dict[str, TargetInfo]
+    # target name -> its search candidates, grids expanded, in recipe order
+    searches: dict[str, list[Candidate]] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -95,7 +100,7 @@ def load_recipe(path: Path, targets_dirs: list[Path] | None = None) -> LoadedRec
     targets = checker.run()
     if checker.problems:
         raise RecipeError(checker.problems)
-    return LoadedRecipe(path, recipe, doc, targets)
+    return LoadedRecipe(path, recipe, doc, targets, checker.searches)
 
 
 class _CrossCheck:
@@ -107,6 +112,7 @@ class _CrossCheck:
         self.doc = doc
         self.profiles = profiles
         self.problems: list[Problem] = []
+        self.searches: dict[str, list[Candidate]] = {}
 
     def _add(self, loc: tuple[str, ...], message: str, hint: str = "") -> None:
         location, found = self.doc.locate(loc)
@@ -143,9 +149,79 @@ class _CrossCheck:
                 profile["measure"] = entry.measure.apply(loaded.profile.measure).model_dump()
             self._options(loaded, entry.options, profile, loc)
             targets[name] = TargetInfo(name, profile)
+            if entry.search is not None:
+                for candidate in self._search(name, entry, loaded, profile):
+                    targets[candidate.target_name] = self._candidate_info(candidate, profile)
         return targets
 
-    def _passes(self, passes: list[PassSpec], loc: tuple[str, ...]) -> None:
+    def _search(self, name: str, entry: TargetEntry, loaded: LoadedProfile,
+                profile: dict[str, Any]) -> list[Candidate]:
+        """Expand and check a target's search candidates; the valid ones are returned."""
+        from edgebuild.registry import pass_names
+        assert entry.search is not None
+        loc = ("targets", name, "search")
+        if entry.gates.accuracy is None:
+            self._add(loc, "a target with `search` needs `gates.accuracy`: without it the "
+                      "fastest candidate would win whatever it computes",
+                      "add e.g. `accuracy: {dataset: ..., min_top1_agreement: 99}`")
+        found: list[Candidate] = []
+        written: dict[str, str] = {}  # candidate name -> the key that produced it
+        for key, spec in entry.search.candidates.items():
+            here = (*loc, "candidates", key)
+            if any(p.name not in pass_names() for p in spec.passes):
+                self._passes(spec.passes, (*here, "passes"))  # a typo, before any grid
+                continue
+            try:
+                expanded = expand(name, key, spec)
+            except GridError as exc:
+                self._add((*here, "grid", exc.key), exc.message, exc.hint)
+                continue
+            before = len(self.problems)
+            for candidate in expanded:
+                if candidate.name in written:
+                    other = written[candidate.name]
+                    self._add(here, f"candidate name '{candidate.name}' is used twice"
+                              + (f" (also by '{other}')" if other != key else ""),
+                              "rename one of the candidates")
+                    continue
+                written[candidate.name] = key
+                note = f" (candidate '{candidate.name}')" if candidate.point else ""
+                self._passes(list(candidate.passes), (*here, "passes"), note)
+                if candidate.options:  # the target's own options are checked already
+                    merged = self._candidate_info(candidate, profile).profile
+                    self._options(loaded, candidate.options, merged, here)
+                found.append(candidate)
+            self._dedupe(before)
+        total = len(found)
+        if total > entry.search.max_candidates:
+            where = "max_candidates" if "max_candidates" in entry.search.model_fields_set \
+                else "candidates"
+            self._add((*loc, where), f"{total} candidates (after grid expansion), more than "
+                      f"max_candidates {entry.search.max_candidates}",
+                      "raise `max_candidates`, or remove candidates or grid values")
+        self.searches[name] = found
+        return found
+
+    @staticmethod
+    def _candidate_info(candidate: Candidate, profile: dict[str, Any]) -> TargetInfo:
+        merged = {**profile, "options": {**profile["options"], **candidate.options}}
+        if candidate.measure is not None:
+            base = MeasureSettings.model_validate(profile["measure"])
+            merged["measure"] = candidate.measure.apply(base).model_dump()
+        return TargetInfo(candidate.target_name, merged)
+
+    def _dedupe(self, start: int) -> None:
+        """A grid repeats one mistake in every combination: keep each problem once."""
+        seen: set[tuple[str, str, str]] = set()
+        kept = self.problems[:start]
+        for problem in self.problems[start:]:
+            marker = (str(problem.location), problem.key, problem.message.split(" (candidate")[0])
+            if marker not in seen:
+                seen.add(marker)
+                kept.append(problem)
+        self.problems = kept
+
+    def _passes(self, passes: list[PassSpec], loc: tuple[str, ...], note: str = "") -> None:
         from edgebuild.registry import load_op, pass_names
 
         for index, spec in enumerate(passes):
@@ -157,11 +233,12 @@ class _CrossCheck:
                 continue
             op = load_op(spec.name)
             params, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
-            self.problems.extend(found)
-            for field in op.dataset_fields if params is not None else ():
-                dataset = getattr(params, field)
+            self.problems.extend(Problem(p.location, p.key, p.message + note, p.hint)
+                                 for p in found)
+            for param in op.dataset_fields if params is not None else ():
+                dataset = getattr(params, param)
                 if dataset is not None and dataset not in self.recipe.datasets:
-                    self._add((*here, spec.name, field), f"no dataset named '{dataset}'",
+                    self._add((*here, spec.name, param), f"no dataset named '{dataset}'",
                               did_you_mean(dataset, self.recipe.datasets)
                               or "declare it under `datasets:`")
 

@@ -6,6 +6,7 @@ classes by `edgebuild schema`; change them together.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -139,6 +140,59 @@ class Gates(Strict):
     size: SizeGate | None = None
 
 
+CANDIDATE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"
+
+
+class SearchCandidate(Strict):
+    """One configuration a target's search builds, gates and times (docs/recipes.md#search)."""
+
+    passes: list[PassSpec] = Field(
+        default_factory=list, description="Passes added after the target's passes.")
+    inherit_passes: bool = Field(
+        True, description="false: use only this candidate's `passes` (not the recipe's or "
+        "the target's).")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Backend option overrides, on top of the target's.")
+    measure: MeasureOverrides | None = Field(
+        None, description="Measurement overrides, on top of the target's.")
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="`pass.param` (dotted for nested params, e.g. "
+        "`quantize.accuracy_aware.max_drop`), `options.key` or `measure.key` -> values: "
+        "one candidate per combination, named `<name>-<value>-…`.")
+
+    @field_validator("grid")
+    @classmethod
+    def _values_given(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in grid.items():
+            if not values:
+                raise ValueError(f"grid key '{key}' lists no values")
+        return grid
+
+
+class Search(Strict):
+    """Build every candidate, gate each, and keep the fastest that passes every gate."""
+
+    candidates: dict[str, SearchCandidate] = Field(
+        description="Candidate configurations by name (a grid expands one into several).")
+    max_candidates: int = Field(
+        16, ge=1, le=1000, description="Most candidates after grid expansion; more is an error.")
+    max_minutes: float | None = Field(
+        60.0, gt=0, description="Candidates not started within this many minutes of the "
+        "search's start are reported as not tried (cached ones cost nothing); null: no limit.")
+
+    @field_validator("candidates")
+    @classmethod
+    def _some_candidates(cls, candidates: dict[str, SearchCandidate]
+                         ) -> dict[str, SearchCandidate]:
+        if not candidates:
+            raise ValueError("a search needs at least one candidate")
+        for name in candidates:
+            if not re.match(CANDIDATE_NAME, str(name)):
+                raise ValueError(f"candidate name '{name}': use letters, digits and _ . , = + -")
+        return candidates
+
+
 class TargetEntry(Strict):
     """One build of the model for one hardware profile."""
 
@@ -154,6 +208,9 @@ class TargetEntry(Strict):
     )
     measure: MeasureOverrides | None = None
     gates: Gates = Field(default_factory=Gates)
+    search: Search | None = Field(
+        None, description="Try several configurations and keep the fastest that passes "
+        "every gate (docs/recipes.md#search).")
 
 
 class Unmeasurable(StrEnum):

@@ -26,6 +26,46 @@ class StageReport(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class CandidateReport(BaseModel):
+    """One row of a search's candidate table."""
+
+    name: str
+    state: str = Field(description="chosen | passed | rejected | failed | unmeasurable | "
+                       "not-tried")
+    reason: str = Field("", description="Why it was not chosen (empty when chosen or passed).")
+    summary: str = Field("", description="What it adds to the target, in one line.")
+    config: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, Any] = Field(default_factory=dict, description="Its grid values, if any.")
+    stage: str = Field("", description="Its compile stage.")
+    stages: list[str] = Field(default_factory=list,
+                              description="The stages only this candidate needed.")
+    p50_ms: float | None = Field(None, description="Its own measure-latency stage.")
+    p90_ms: float | None = None
+    top1_agreement: float | None = None
+    cosine: float | None = None
+    top1: float | None = None
+    size_mb: float | None = None
+    interleaved_ms: float | None = Field(
+        None, description="Median in the select stage's interleaved comparison.")
+    ratio: float | None = Field(None, description="Interleaved median / the chosen one's.")
+    ratio_ci95: list[float] | None = None
+    pareto: bool = Field(False, description="No other candidate is both faster (p50) and "
+                         "at least as faithful (agreement), or as fast and more faithful.")
+    chosen: bool = False
+    gates: list[GateResult] = Field(default_factory=list)
+
+
+class SearchReport(BaseModel):
+    chosen: str | None
+    message: str
+    max_candidates: int
+    max_minutes: float | None
+    seconds: float = Field(description="Time the search spent on its candidates.")
+    candidates: list[CandidateReport]
+    selection: dict[str, Any] | None = Field(
+        None, description="The select stage's result: rounds, ties, conditions.")
+
+
 class TargetReport(BaseModel):
     name: str
     profile: str
@@ -34,6 +74,7 @@ class TargetReport(BaseModel):
     format: str | None = Field(None, description="The artifact's format (onnx, openvino-ir, …).")
     size_bytes: int | None = None
     gates: list[GateResult] = Field(default_factory=list)
+    search: SearchReport | None = None
 
     @property
     def passed(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from edgebuild.gates.result import GateStatus
-from edgebuild.report.model import Report
+from edgebuild.report.model import CandidateReport, Report, SearchReport
 
 ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
          GateStatus.UNMEASURABLE: "⚠️ not measurable", GateStatus.NOT_RUN: "❌ not run",
@@ -15,6 +15,12 @@ ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
 def _verdict(report: Report) -> str:
     return {0: "all gates passed", 1: "a gate failed", 3: "a stage failed"}.get(
         report.exit_code, f"exit {report.exit_code}")
+
+
+def _contained(report: Report) -> set[str]:
+    """Stages of candidates whose search still chose one: their failure fails nothing."""
+    return {sid for t in report.targets if t.search is not None and t.search.chosen
+            for row in t.search.candidates for sid in row.stages}
 
 
 def markdown(report: Report) -> str:
@@ -37,15 +43,61 @@ def markdown(report: Report) -> str:
             limits = ", ".join(f"{k} {v:g}" for k, v in gate.limits.items())
             lines.append(f"| {target.name} | {gate.gate} | {ICONS[gate.status]} | "
                          f"{measured or gate.message} | {limits} |")
+    for target in report.targets:
+        if target.search is not None:
+            lines += ["", *search_table(target.name, target.search)]
     failed = [s for s in report.stages if s.outcome == "failed"]
     if failed:
+        contained = _contained(report)
         lines += ["", "### Failed stages", ""]
-        lines += [f"- `{s.id}`: {s.message} (log: `{s.log}`)" for s in failed]
+        lines += [f"- `{s.id}`: {s.message} (log: `{s.log}`)" +
+                  (" — a search candidate; the search chose another" if s.id in contained
+                   else "") for s in failed]
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:
         lines += ["", "### Details", ""]
         lines += [f"- **{g.name}**: {g.message}" for g in notes]
     return "\n".join(lines) + "\n"
+
+
+STATE_ICONS = {"chosen": "✅ **chosen**", "passed": "✅ passed", "rejected": "❌ rejected",
+               "failed": "💥 failed", "unmeasurable": "⚠️ unmeasurable",
+               "not-tried": "⏭️ not tried"}
+
+
+def _number(value: float | None, digits: str = ".3g") -> str:
+    return "—" if value is None else format(value, digits)
+
+
+def _ratio(row: CandidateReport) -> str:
+    if row.ratio is None:
+        return "—"
+    if row.chosen:
+        return "1 (fastest)"
+    low, high = row.ratio_ci95 or (row.ratio, row.ratio)
+    return f"×{row.ratio:.2f} [{low:.2f}–{high:.2f}]"
+
+
+def search_table(target: str, search: SearchReport) -> list[str]:
+    """The candidate table of one search target: the Pareto view of latency vs agreement."""
+    budget = f"max {search.max_candidates} candidates" + (
+        f", {search.max_minutes:g} min" if search.max_minutes is not None else "")
+    lines = [f"### Search `{target}`: {search.message}", "",
+             f"{len(search.candidates)} candidates ({budget}); the search took "
+             f"{search.seconds:.0f} s. ◆ = on the Pareto front of p50 latency vs top-1 "
+             "agreement; *vs chosen* is measured interleaved in one process (95 % CI).", "",
+             "| | candidate | adds | p50 ms | p90 ms | vs chosen | agreement % | cosine | MB "
+             "| why not |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in search.candidates:
+        front = " ◆" if row.pareto else ""
+        lines.append(
+            f"| {STATE_ICONS.get(row.state, row.state)}{front} | `{row.name}` | "
+            f"{row.summary.replace('|', '/')} | {_number(row.p50_ms)} | {_number(row.p90_ms)} | "
+            f"{_ratio(row)} | {_number(row.top1_agreement, '.4g')} | "
+            f"{_number(row.cosine, '.4f')} | {_number(row.size_mb)} | "
+            f"{row.reason.replace('|', '/')} |")
+    return lines
 
 
 def junit(report: Report) -> str:
@@ -75,8 +127,23 @@ def junit(report: Report) -> str:
                     skipped += 1
                     ET.SubElement(case, "skipped", message=gate.message)
             ET.SubElement(case, "system-out").text = gate.message
+    for target in report.targets:
+        for row in target.search.candidates if target.search is not None else []:
+            # Rejected candidates are expected: they never fail the suite, the `search`
+            # gate above does when nothing passed.
+            tests += 1
+            case = ET.SubElement(suite, "testcase",
+                                 classname=f"{report.recipe}.{target.name}.candidates",
+                                 name=row.name)
+            text = (f"{row.state}: {row.summary}; p50 {_number(row.p50_ms)} ms, agreement "
+                    f"{_number(row.top1_agreement, '.4g')} %" +
+                    (f"; {row.reason}" if row.reason else ""))
+            if row.state not in ("chosen", "passed"):
+                skipped += 1
+                ET.SubElement(case, "skipped", message=f"not chosen: {row.reason}")
+            ET.SubElement(case, "system-out").text = text
     for stage in report.stages:
-        if stage.outcome == "failed":
+        if stage.outcome == "failed" and stage.id not in _contained(report):
             tests += 1
             errors += 1
             case = ET.SubElement(suite, "testcase", classname=f"{report.recipe}.stages",

@@ -92,3 +92,26 @@ def test_target_can_replace_the_recipe_passes(tmp_path: Path) -> None:
     assert plan.stage("compile@intel-cpu").upstream == ["export-onnx#2"]
     assert plan.stage("export-onnx#2").upstream == ["prune"]
     assert plan.stage("prune").upstream == []
+
+
+def test_search_candidates_share_identical_pass_stages(tmp_path: Path) -> None:
+    text = RECIPE.replace("  intel-cpu: {}", """\
+  intel-cpu: {}
+  host-cpu-fast:
+    profile: host-cpu
+    gates: {accuracy: {dataset: d, min_cosine: 0.99}}
+    search:
+      candidates:
+        fp16:
+          passes: [quantize: {mode: fp16}]
+        fp16-basic:
+          passes: [quantize: {mode: fp16}]
+          options: {graph_optimization_level: basic}
+""")
+    plan = plan_of(tmp_path, text)
+    shared = "quantize[fp16]"  # named after the first candidate that needs it
+    assert plan.stage("compile@host-cpu-fast[fp16]").upstream == [shared]
+    assert plan.stage("compile@host-cpu-fast[fp16-basic]").upstream == [shared]
+    assert plan.stage("reference").id == "reference"  # one FP32 reference for everyone
+    assert sorted(plan.stage("select@host-cpu-fast").upstream) == [
+        "compile@host-cpu-fast[fp16-basic]", "compile@host-cpu-fast[fp16]"]

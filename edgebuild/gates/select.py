@@ -1,0 +1,209 @@
+"""select: time a search's passing candidates against each other and keep the fastest.
+
+Each candidate's own `measure-latency` stage ran at a different moment, and on
+a shared machine moments differ by ±20 %, so the minimum of those medians is
+partly a draw. This stage loads every candidate that passed its gates into one
+process and times them round-robin in blocks (regression.py explains why
+blocks), rotating who goes first each round::
+
+    round 1:  A A A … | B B B … | C C C …
+    round 2:  B B B … | C C C … | A A A …
+
+The candidate with the lowest median over all its runs wins; every other one
+is reported as a ratio to the winner with a 95 % interval from a bootstrap over
+paired rounds (`decide` in regression.py), so a reader sees whether the win is
+real or within noise. The stage's key covers exactly the passing candidates'
+artifacts and settings: a re-run with the same gate outcomes reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.recipe.common import MeasureSettings
+from edgebuild.registry import backend_tools, load_backend
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+
+
+class SelectCandidate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)  # its backend options
+    measure: dict[str, Any] = Field(default_factory=dict)  # its MeasureSettings
+
+
+class SelectParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    candidates: list[SelectCandidate] = Field(
+        min_length=1, description="The candidates compared (input roles are their names).")
+
+
+class Select(Op):
+    name = "select"
+    version = 1
+    Params = SelectParams
+    accepts = ("*",)
+    produces = "selection"
+    target_specific = True
+    summary = "time a search's passing candidates interleaved and pick the fastest"
+    tools: ClassVar[tuple[str, ...]] = ("numpy",)
+
+    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+        assert target is not None
+        return (*backend_tools(target.backend), "numpy")
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import numpy as np
+
+        from edgebuild.gates.latency import conditions
+        from edgebuild.passes.torch_model import sample_inputs
+
+        assert ctx.target is not None
+        p: SelectParams = params
+        backend = load_backend(ctx.target.backend)
+        reason = backend.unmeasurable_reason(ctx.target)
+        if reason:
+            return OpResult(main="", format=self.produces, unmeasurable=reason)
+        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
+        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        before = conditions(settings.threads)
+        with ExitStack() as stack:
+            runs = []
+            for candidate in p.candidates:
+                info = TargetInfo(f"{ctx.target.name}[{candidate.name}]",
+                                  {**ctx.target.profile, "options": candidate.options,
+                                   "measure": candidate.measure})
+                runner = stack.enter_context(backend.runner(
+                    ctx.input(candidate.name), info, candidate.measure.get("threads")))
+                runs.append(_bind(runner, feeds))
+            blocks = measure_round_robin(runs, settings)
+        np.save(ctx.out / "blocks_ms.npy", blocks)
+        ranking = rank(blocks, [c.name for c in p.candidates])
+        summary = {**ranking.to_json(),
+                   "conditions": {**before,
+                                  "load_average_after": conditions(None)["load_average"]}}
+        (ctx.out / "selection.json").write_text(json.dumps(summary, indent=1))
+        return OpResult(main="selection.json", format=self.produces, metadata=summary)
+
+
+def _bind(runner: Any, feeds: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: runner.infer(feeds)
+
+
+def measure_round_robin(runs: list[Callable[[], Any]], settings: MeasureSettings) -> np.ndarray:
+    """Blocks of timed runs, candidate after candidate, the first rotating each round.
+
+    Stops when every candidate has `min_iterations` runs (at least 8 blocks) and
+    `min_seconds` per candidate have passed. Returns (candidates × rounds × BLOCK) ms.
+    """
+    import time
+
+    import numpy as np
+
+    from edgebuild.gates.regression import BLOCK, SETTLE_S
+
+    for run in runs:
+        for _ in range(settings.warmup_iterations):
+            run()
+    count = len(runs)
+    timed: list[list[list[float]]] = [[] for _ in runs]
+    min_rounds = max(8, -(-settings.min_iterations // BLOCK))
+    max_rounds = max(min_rounds, settings.max_iterations // BLOCK)
+    started = time.perf_counter()
+    for round_index in range(max_rounds):
+        for offset in range(count):
+            which = (round_index + offset) % count
+            # Let the previous runtime's worker threads go idle (see regression.py).
+            time.sleep(SETTLE_S)
+            times = []
+            for _ in range(BLOCK):
+                t0 = time.perf_counter_ns()
+                runs[which]()
+                times.append((time.perf_counter_ns() - t0) / 1e6)
+            timed[which].append(times)
+        elapsed = time.perf_counter() - started
+        if round_index + 1 >= min_rounds and elapsed >= settings.min_seconds * count:
+            break
+    return np.asarray(timed)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One compared candidate: its interleaved median and how it relates to the winner."""
+
+    name: str
+    median_ms: float
+    p90_ms: float
+    ratio: float  # its median / the winner's, per paired round; 1.0 for the winner
+    low: float
+    high: float
+    slower: bool  # the interval lies above 1: a real difference, not noise
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "median_ms": round(self.median_ms, 4),
+                "p90_ms": round(self.p90_ms, 4), "ratio": round(self.ratio, 4),
+                "ci95": [round(self.low, 4), round(self.high, 4)], "slower": self.slower}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    chosen: str
+    standings: list[Standing]  # fastest first
+    rounds: int
+
+    @property
+    def tied(self) -> list[str]:
+        """Candidates the measurement cannot tell apart from the winner."""
+        return [s.name for s in self.standings if s.name != self.chosen and not s.slower]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chosen": self.chosen, "rounds": self.rounds, "tied": self.tied,
+                "candidates": [s.to_json() for s in self.standings]}
+
+
+def rank(blocks: np.ndarray, names: list[str]) -> Ranking:
+    """The winner (lowest median over all its runs) and everyone's ratio to it."""
+    import numpy as np
+
+    from edgebuild.gates.regression import decide
+
+    flat = blocks.reshape(len(names), -1)
+    medians = np.median(flat, axis=1)
+    best = int(np.argmin(medians))
+    standings = []
+    for i, name in enumerate(names):
+        if i == best:
+            verdict_ratio, low, high, slower = 1.0, 1.0, 1.0, False
+        else:
+            verdict = decide(blocks[best], blocks[i], threshold=0.0)
+            verdict_ratio, low, high = verdict.ratio, verdict.low, verdict.high
+            slower = verdict.decision == "regression"
+        standings.append(Standing(name, float(medians[i]), float(np.percentile(flat[i], 90)),
+                                  verdict_ratio, low, high, slower))
+    standings.sort(key=lambda s: s.median_ms)
+    return Ranking(names[best], standings, int(blocks.shape[1]))
+
+
+def pareto_front(points: dict[str, tuple[float, float]]) -> set[str]:
+    """Names no other point beats: (latency, lower is better; agreement, higher is better)."""
+    front = set()
+    for name, (latency, agreement) in points.items():
+        dominated = any(
+            other != name and o_lat <= latency and o_agr >= agreement
+            and (o_lat < latency or o_agr > agreement)
+            for other, (o_lat, o_agr) in points.items())
+        if not dominated:
+            front.add(name)
+    return front

@@ -1,0 +1,141 @@
+"""A recipe search through the real CLI: Fashion-MNIST as FP32 / FP16 / INT8 / over-pruned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.e2e.test_recipes import edgebuild
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+                       reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)"),
+]
+
+DATA = "/usr/share/datasets/fashion-mnist"
+RECIPE = f"""\
+name: fashion-mnist-search
+model:
+  factory: {REPO}/recipes/models/fashion_mnist_cnn.py:build
+  weights: {REPO}/recipes/models/fashion_mnist_cnn.pt
+inputs:
+  - {{name: image, shape: [1, 1, 28, 28], dtype: float32, dynamic_axes: {{0: batch}}}}
+outputs: [logits]
+datasets:
+  test:
+    kind: idx
+    images: {DATA}/t10k-images-idx3-ubyte.gz
+    labels: {DATA}/t10k-labels-idx1-ubyte.gz
+    limit: 2000
+    preprocess: {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
+  calibration:
+    kind: idx
+    images: {DATA}/train-images-idx3-ubyte.gz
+    limit: 100
+    preprocess: {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
+passes:
+  - export-onnx: {{opset: 17}}
+  - onnx-optimize
+targets:
+  host-cpu:
+    measure: {{min_iterations: 100, min_seconds: 0.5}}
+    gates:
+      accuracy: {{dataset: test, min_top1: 89.0, max_top1_drop: 1.5}}
+      latency: {{percentile: 90, budget_ms: 20}}
+      size: {{max_mb: 1}}
+    search:
+      max_candidates: 4
+      max_minutes: 30
+      candidates:
+        fp32: {{}}
+        fp16:
+          passes: [quantize: {{mode: fp16}}]
+        int8:
+          passes: [quantize: {{mode: static, calibration: calibration, per_channel: false}}]
+        pruned-80:                # no fine-tuning: its accuracy collapses, it must lose
+          inherit_passes: false
+          passes: [prune: {{ratio: 0.8}}, export-onnx: {{opset: 17}}, onnx-optimize]
+"""
+
+
+def test_search_chooses_a_passing_candidate_and_caches_the_choice(tmp_path: Path) -> None:
+    recipe = tmp_path / "search.yaml"
+    recipe.write_text(RECIPE)
+    out = tmp_path / "out"
+
+    plan = edgebuild("plan", str(recipe), cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "search  host-cpu: 4 candidates" in plan.stdout
+    assert "select@host-cpu(4 candidates)" in plan.stdout
+
+    cold = edgebuild("run", str(recipe), "--out", str(out), cwd=tmp_path)
+    assert cold.returncode == 0, cold.stdout + cold.stderr
+    assert "Traceback" not in cold.stderr
+    report = json.loads((out / "report.json").read_text())
+    (target,) = report["targets"]
+    search = target["search"]
+    rows = {row["name"]: row for row in search["candidates"]}
+    assert set(rows) == {"fp32", "fp16", "int8", "pruned-80"}
+
+    pruned = rows["pruned-80"]
+    assert pruned["state"] == "rejected" and not pruned["chosen"]
+    assert "accuracy failed" in pruned["reason"]
+    chosen = rows[search["chosen"]]
+    assert chosen["chosen"] and chosen["state"] == "chosen"
+    assert chosen["gates"] and all(g["status"] == "passed" for g in chosen["gates"])
+    for row in rows.values():
+        if row["state"] != "chosen":
+            assert not row["chosen"]
+        if row["state"] in ("chosen", "passed"):
+            assert row["ratio"] is not None and row["interleaved_ms"] is not None
+    assert any(row["pareto"] for row in rows.values())
+
+    # The target's gates are the chosen candidate's, plus the search verdict.
+    gates = {g["gate"]: g for g in target["gates"]}
+    assert set(gates) == {"accuracy", "latency", "size", "search"}
+    assert all(g["status"] == "passed" for g in gates.values())
+    assert gates["accuracy"]["measured"]["top1"] >= 89
+    assert target["artifact"] == "artifacts/host-cpu/model.onnx"
+    assert (out / "artifacts" / "host-cpu" / "model.onnx").is_file()
+    select = next(s for s in report["stages"] if s["id"] == "select@host-cpu")
+    assert select["outcome"] == "built"
+    assert select["metadata"]["chosen"] == search["chosen"]
+
+    summary = (out / "summary.md").read_text()
+    assert "### Search `host-cpu`: chose" in summary
+    assert "| ❌ rejected" in summary and "`pruned-80`" in summary
+    junit = (out / "junit.xml").read_text()
+    assert 'classname="fashion-mnist-search.host-cpu.candidates" name="pruned-80"' in junit
+    assert "candidates of host-cpu" in cold.stdout
+
+    cached = edgebuild("run", str(recipe), "--out", str(out), cwd=tmp_path)
+    assert cached.returncode == 0, cached.stdout + cached.stderr
+    assert "0 stages executed: all" in cached.stdout
+    again = json.loads((out / "report.json").read_text())
+    assert again["counts"]["built"] == 0
+    assert again["targets"][0]["search"]["chosen"] == search["chosen"]
+
+    replan = edgebuild("plan", str(recipe), cwd=tmp_path)
+    assert replan.returncode == 0, replan.stderr
+    assert ", 0 to run" in replan.stdout.splitlines()[0]
+
+
+def test_search_where_nothing_passes_fails_the_target(tmp_path: Path) -> None:
+    text = RECIPE.replace("budget_ms: 20", "budget_ms: 0.0001")
+    start = text.index("        fp16:")
+    recipe = tmp_path / "search.yaml"
+    recipe.write_text(text[:start])  # fp32 only, with an impossible latency budget
+    out = tmp_path / "out"
+    result = edgebuild("run", str(recipe), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "host-cpu.search: no candidate passed every gate" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    (target,) = report["targets"]
+    assert target["artifact"] is None
+    assert target["search"]["chosen"] is None
+    (row,) = target["search"]["candidates"]
+    assert row["state"] == "rejected" and "latency failed" in row["reason"]
