@@ -146,23 +146,54 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
     if blocked is not None:
         return blocked
     assert run and run.artifact
-    stats: dict[str, Any] = run.artifact.metadata
+    samples = run.artifact.path / "samples_ms.npy"
+    return _latency_from_stats(target, gate, run.artifact.metadata, policy,
+                               samples if keep_samples and samples.is_file() else None)
+
+
+def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
+                        policy: Policy, samples: Path | None = None) -> GateResult:
+    """The verdict from a measure-latency stage's statistics (`samples`: to keep some)."""
     key = f"p{gate.percentile}"
+    where = f" ({stats['where']})" if stats.get("where") else ""
+    limits = {"budget_ms": gate.budget_ms, "percentile": gate.percentile}
+    if stats.get(key) is None:  # a device tool's own statistics (e.g. TFLite benchmark_model)
+        return _device_latency(target, gate, stats, limits, where, policy)
     value = float(stats[key])
-    low, high = stats[f"{key}_ci95"]
+    low, high = stats.get(f"{key}_ci95") or (value, value)  # a device tool gives no interval
     ok = value <= gate.budget_ms
     note = ""
     if ok and high > gate.budget_ms:
         note = " (its 95 % interval reaches past the budget: close to the limit)"
     message = (f"{key} {value:.3f} ms [95 % CI {low:.3f}–{high:.3f}] over {stats['n']} runs, "
-               f"budget {gate.budget_ms:g} ms{note}")
+               f"budget {gate.budget_ms:g} ms{note}{where}")
     return GateResult(
         target=target, gate="latency", status=_status(ok), counts_as_failure=not ok,
-        measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")},
-        limits={"budget_ms": gate.budget_ms, "percentile": gate.percentile},
+        measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")
+                  if stats.get(k) is not None},
+        limits=limits,
         details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
-                 **({"samples_ms": _subsample(run.artifact.path / "samples_ms.npy")}
-                    if keep_samples else {})},
+                 "where": stats.get("where", ""),
+                 **({"samples_ms": _subsample(samples)} if samples else {})},
+        message=message)
+
+
+def _device_latency(target: str, gate: LatencyGate, stats: dict[str, Any],
+                    limits: dict[str, Any], where: str, policy: Policy) -> GateResult:
+    """A measurement by a device's own tool that does not report the gated percentile.
+
+    TFLite's benchmark_model prints mean/std/min/max (recent builds also a
+    median), never p90/p99: such a gate cannot be decided from it, and saying
+    so is better than gating on a different statistic.
+    """
+    measured = {k: stats[k] for k in ("p50", "mean", "std", "min", "max", "n")
+                if stats.get(k) is not None}
+    message = (f"not measurable here: the device tool reports {', '.join(measured)} but not "
+               f"p{gate.percentile}{where}; {stats.get('percentiles', '')}".rstrip("; "))
+    return GateResult(
+        target=target, gate="latency", status=GateStatus.UNMEASURABLE,
+        counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL, measured=measured,
+        limits=limits, details={"where": stats.get("where", ""), "device": stats},
         message=message)
 
 

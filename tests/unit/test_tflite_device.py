@@ -544,3 +544,20 @@ def test_no_phone_no_benchmark(fake_adb: FakeAdb, model: Path) -> None:
     with pytest.raises(StageError, match="no Android device attached"):
         benchmark(model)
     assert fake_adb.calls() == [["devices", "-l"]]
+
+
+def test_latency_gate_on_device_figures() -> None:
+    """benchmark_model's figures reach the gate: a printed median gates p50; p90 cannot."""
+    from edgebuild.gates.evaluate import _device_latency, _latency_from_stats
+    from edgebuild.recipe.models import LatencyGate, Policy
+
+    with_median = to_result(parse_benchmark_output(PERCENTILES_XNNPACK),
+                            DeviceDelegate.XNNPACK, 50)
+    p50 = _latency_from_stats("android", LatencyGate(budget_ms=5000, percentile=50),
+                              {**with_median, "where": "device: phone"}, Policy())
+    assert p50.status.value == "passed" and "device: phone" in p50.message
+
+    without = to_result(parse_benchmark_output(OLD_SUMMARY), DeviceDelegate.NNAPI, 50)
+    p90 = _device_latency("android", LatencyGate(budget_ms=1000, percentile=90), without,
+                          {}, "", Policy())
+    assert p90.status.value == "unmeasurable" and "not p90" in p90.message
