@@ -385,8 +385,10 @@ def _message(results: dict[str, CandidateResult], chosen: str | None,
         return f"chose '{chosen}', the only candidate that passed every gate ({counted})"
     standings = ranking["candidates"]
     winner = standings[0]
+    timed = (f"; {len(standings)} distinct builds timed" if len(standings) < len(passing)
+             else "")
     text = (f"chose '{chosen}': fastest of the {len(passing)} candidates that passed every "
-            f"gate ({counted}), interleaved median {winner['median_ms']:.3f} ms")
+            f"gate ({counted}{timed}), interleaved median {winner['median_ms']:.3f} ms")
     if len(standings) > 1:
         second = standings[1]
         low, high = second["ci95"]

@@ -31,7 +31,9 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
         latency = execution.runs.get(result.stages.latency or "")
         if latency is not None and latency.artifact is not None:
             stats: dict[str, Any] = latency.artifact.metadata
-            row.p50_ms, row.p90_ms = float(stats["p50"]), float(stats["p90"])
+            p50, p90 = stats.get("p50"), stats.get("p90")  # a device tool may give neither
+            row.p50_ms = float(p50) if p50 is not None else None
+            row.p90_ms = float(p90) if p90 is not None else None
         compiled = execution.runs.get(result.stages.compiled)
         if compiled is not None and compiled.artifact is not None:
             row.size_mb = round(compiled.artifact.size_bytes / 1e6, 3)
