@@ -145,7 +145,9 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             name=name, profile=info.profile["name"], backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,
             size_bytes=compiled.size_bytes if compiled else None,
-            gates=gates, search=search_report))
+            gates=gates, search=search_report,
+            notes={file: (compiled.path / file).read_text()
+                   for file in compiled.metadata.get("notes", [])} if compiled else {}))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,

@@ -135,8 +135,9 @@ class Backend(ABC):
         return ""
 
     def where(self, target: TargetInfo, purpose: str = "latency") -> str:
-        """Where the figures for `purpose` come from, for the report."""
-        return f"{target.profile['device'].get('name', target.name)} ({platform.machine()})"
+        """Where the figures for `purpose` come from, when it is not simply the target's
+        own device (a host interpreter standing in for a phone, say); else ''."""
+        return ""
 
     def device_latency(self, artifact: Artifact, target: TargetInfo,
                        settings: MeasureSettings) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ class CompileParams(BaseModel):
 
 class Compile(Op):
     name = "compile"
-    version = 1
+    version = 2
     Params = CompileParams
     accepts = ("onnx", "pytorch")
     target_specific = True

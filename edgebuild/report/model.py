@@ -75,6 +75,9 @@ class TargetReport(BaseModel):
     size_bytes: int | None = None
     gates: list[GateResult] = Field(default_factory=list)
     search: SearchReport | None = None
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="Markdown a backend wrote for reviewers, by file "
+        "(e.g. the TFLite NNAPI coverage table).")
 
     @property
     def passed(self) -> bool:

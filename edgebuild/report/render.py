@@ -46,6 +46,11 @@ def markdown(report: Report) -> str:
     for target in report.targets:
         if target.search is not None:
             lines += ["", *search_table(target.name, target.search)]
+    for target in report.targets:
+        for text in target.notes.values():
+            title, _, body = text.strip().partition("\n")
+            lines += ["", f"<details><summary>{target.name}: {title.lstrip('# ')}</summary>",
+                      "", body.strip(), "", "</details>"]
     failed = [s for s in report.stages if s.outcome == "failed"]
     if failed:
         contained = _contained(report)

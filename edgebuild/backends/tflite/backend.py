@@ -134,6 +134,7 @@ class TfliteBackend(Backend):
                       "convert_seconds": round(seconds, 2),
                       "onnx2tf_seconds": model.metadata.get("seconds"),
                       "calibration_samples": len(feeds or []),
+                      "notes": ["nnapi_coverage.md"],
                       "nnapi": _coverage_summary(rows, options.android_api_level)})
 
     def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:

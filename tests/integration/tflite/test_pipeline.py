@@ -123,6 +123,8 @@ def test_float32_and_int8_build_gate_and_cache(tmp_path: Path) -> None:
     assert {row["op"] for row in compiled["nnapi"]["ops"]} >= {"CONV_2D", "FULLY_CONNECTED"}
     latency = stage(report, "measure-latency@android")["metadata"]
     assert latency["where"].startswith("host:")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "android-int8: NNAPI delegate coverage at Android API 30" in summary
 
     cached = edgebuild("run", "recipe.yaml", "--out", "out", cwd=tmp_path)
     assert cached.returncode == 0, cached.stdout + cached.stderr
