@@ -167,7 +167,7 @@ def openvino_runner(xml: Path, threads: int, precision: str | None) -> Runner:
 # --- edgebuild's artifacts ---------------------------------------------------------------
 
 
-def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo]]:
+def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo, dict[str, Any]]]:
     """Each target's final artifact in a report, with the target as its recipe resolved it."""
     report = json.loads(report_path.read_text())
     recipe_file = Path(report["recipe_file"])
@@ -189,8 +189,12 @@ def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo]]:
         if reason:
             print(f"{report_path}: target {target['name']}: {reason}; skipped", file=sys.stderr)
             continue
+        # The compile stage's metadata: how a runner maps the recipe's tensors onto the
+        # artifact's (TFLite records layout permutations and integer scales there).
+        compiled = next((s.get("metadata", {}) for s in report["stages"]
+                         if s["id"] == f"compile@{target['name']}"), {})
         yield (f"edgebuild {report['recipe']}/{target['name']}",
-               report_path.parent / target["artifact"], info)
+               report_path.parent / target["artifact"], info, compiled)
 
 
 def profile_target(profile: str) -> TargetInfo:
@@ -200,23 +204,24 @@ def profile_target(profile: str) -> TargetInfo:
     return TargetInfo(profile, profiles[profile].profile.model_dump(mode="json"))
 
 
-def from_argument(text: str) -> tuple[str, Path, TargetInfo]:
+def from_argument(text: str) -> tuple[str, Path, TargetInfo, dict[str, Any]]:
     """`NAME=path[@profile]`; the profile defaults to host-cpu (.onnx) or intel-cpu (.xml)."""
     name, sep, rest = text.partition("=")
     if not sep:
         sys.exit(f"--artifact {text!r}: expected NAME=path/to/model.onnx[@profile]")
     path, _, profile = rest.partition("@")
     default = "intel-cpu" if path.endswith(".xml") else "host-cpu"
-    return f"edgebuild {name}", Path(path), profile_target(profile or default)
+    return f"edgebuild {name}", Path(path), profile_target(profile or default), {}
 
 
-def artifact_runner(path: Path, target: TargetInfo, threads: int) -> Runner:
+def artifact_runner(path: Path, target: TargetInfo, threads: int,
+                    metadata: dict[str, Any]) -> Runner:
     backend = load_backend(target.backend)
     reason = backend.unmeasurable_reason(target)
     if reason:
         sys.exit(f"{path}: {reason}")
     artifact = Artifact(key="peers", format="", path=path.parent, files={}, sizes={},
-                        metadata={"main": path.name})
+                        metadata={**metadata, "main": path.name})
     return backend.runner(artifact, target, threads)
 
 
@@ -365,9 +370,10 @@ def build(args: argparse.Namespace, stack: contextlib.ExitStack, scratch: Path) 
                   runner(openvino_runner(ov_int8, args.threads, None)),
                   "nncf.quantize(model, dataset) with defaults"),
     ]
-    for name, path, target in chosen:
+    for name, path, target, metadata in chosen:
         candidates.append(Candidate(name, "edgebuild",
-                                    runner(artifact_runner(path, target, args.threads)),
+                                    runner(artifact_runner(path, target, args.threads,
+                                                           metadata)),
                                     f"{path} ({target.backend}, target {target.name})"))
     return candidates, photos
 
