@@ -339,7 +339,7 @@ def build(args: argparse.Namespace, stack: contextlib.ExitStack, scratch: Path) 
         list[Candidate], Samples]:
     chosen = [e for report in args.report for e in from_report(Path(report))]
     chosen += [from_argument(a) for a in args.artifact]
-    for _, path, _ in chosen:  # before minutes of exporting and quantizing
+    for _, path, _, _ in chosen:  # before minutes of exporting and quantizing
         if not path.is_file():
             sys.exit(f"artifact {path} not found")
     limit = 24 if args.quick else None
