@@ -301,6 +301,26 @@ def markdown(rows: list[dict[str, Any]], photos: int) -> str:
     return "\n".join(lines)
 
 
+def cpu_seconds() -> tuple[float, float, float] | None:
+    """(wall, busy CPU seconds of the whole machine, CPU seconds of this process)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    return time.monotonic(), busy, time.process_time()
+
+
+def others_share(start: tuple[float, float, float] | None) -> float | None:
+    """Share of all cores that other processes (or the hypervisor) used since `start`."""
+    end = cpu_seconds()
+    if start is None or end is None:
+        return None
+    wall, busy, own = (b - a for a, b in zip(start, end, strict=True))
+    return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
+
+
 def cpu_flags() -> list[str]:
     wanted = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile"}
     with contextlib.suppress(OSError):
@@ -402,22 +422,24 @@ def main() -> None:
         agreement(candidates, photos, Path(tmp))
         print(f"timing {len(candidates)} candidates, {args.rounds} rounds …", file=sys.stderr)
         before = conditions(args.threads)
+        usage = cpu_seconds()
         round_robin(candidates, photos.feed(0), args.rounds, args.warmup)
+        others = others_share(usage)
         after = conditions(args.threads)
     rows = results(candidates)
     table = markdown(rows, len(photos))
     print(table)
-    load = max(before["load_average"][0], after["load_average"][0])
-    if load > (os.cpu_count() or 1) * 0.75:
-        print(f"warning: load average {load:.1f} on {os.cpu_count()} cores — other work "
-              "competed for the CPU; thread-pool runtimes (PyTorch above all) slow down "
-              "unevenly under contention, so re-run on a quieter machine", file=sys.stderr)
+    if others is not None and others > 0.1:
+        print(f"warning: other processes used {others:.0%} of the CPU while this timed; "
+              "thread-pool runtimes (PyTorch above all) slow down unevenly under "
+              "contention, so re-run on a quieter machine", file=sys.stderr)
     if args.json:
         command = "python benchmarks/peers.py " + shlex.join(sys.argv[1:])
         args.json.write_text(json.dumps({
             "command": command, "photos": len(photos), "rounds": args.rounds,
             "block": BLOCK, "threads": args.threads, "seconds": round(time.time() - started, 1),
             "conditions": {**before, "load_average_after": after["load_average"],
+                           "other_processes_cpu_share": others,
                            "cpu_flags": cpu_flags(), "versions": versions(),
                            "openvino_cpu_defaults": openvino_cpu_defaults()},
             "candidates": rows, "markdown": table}, indent=1))
