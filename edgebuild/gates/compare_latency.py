@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.cache.store import Artifact
 from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
@@ -26,6 +26,8 @@ class BaselineParams(BaseModel):
     main: str  # its primary file
     format: str
     digest: str  # content digest of the folder: the cache key follows the baseline
+    # What a runner needs besides the files (TFLite: how recipe tensors map onto the model's).
+    runner_metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class CompareLatency(Op):
@@ -56,7 +58,7 @@ class CompareLatency(Op):
             return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
         baseline = Artifact(key="baseline", format=p.format, path=Path(p.path), files={},
-                            sizes={}, metadata={"main": p.main})
+                            sizes={}, metadata={**p.runner_metadata, "main": p.main})
         (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
         before = conditions(settings.threads)
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \

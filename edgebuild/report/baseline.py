@@ -11,6 +11,9 @@ from edgebuild.cache.digest import digest_file, digest_json
 from edgebuild.errors import EdgebuildError
 from edgebuild.report.model import Report
 
+# Compile-stage metadata a backend's runner reads (TFLite: the tensor mapping).
+RUNNER_METADATA = ("io",)
+
 
 def load_report(path: Path) -> Report:
     try:
@@ -37,8 +40,12 @@ def baseline_artifacts(path: Path) -> dict[str, dict[str, Any]]:
                                  "keep the whole --out folder of the baseline run")
         files = sorted(p for p in folder.rglob("*") if p.is_file())
         digest = digest_json([[str(f.relative_to(folder)), digest_file(f)] for f in files])
+        compiled = next((s.metadata for s in report.stages
+                         if s.id == f"compile@{target.name}"), {})
         found[target.name] = {"path": str(folder.resolve()), "main": main.name,
-                              "format": target.format, "digest": digest}
+                              "format": target.format, "digest": digest,
+                              "runner_metadata": {k: compiled[k] for k in RUNNER_METADATA
+                                                  if k in compiled}}
     return found
 
 

@@ -130,6 +130,14 @@ def test_float32_and_int8_build_gate_and_cache(tmp_path: Path) -> None:
     assert cached.returncode == 0, cached.stdout + cached.stderr
     assert "0 stages executed: all" in cached.stdout
 
+    # The regression gate runs the baseline's .tflite with its recorded tensor mapping.
+    ab = edgebuild("run", "recipe.yaml", "--out", "again", "--baseline", "out/report.json",
+                   cwd=tmp_path)
+    assert ab.returncode != ExitCode.STAGE_FAILED, ab.stdout + ab.stderr
+    again = json.loads((tmp_path / "again" / "report.json").read_text())
+    regression = gate(target(again, "android"), "regression")
+    assert regression["measured"]["ratio"] > 0
+
 
 @needs_fashion
 def test_device_latency_is_not_measurable_without_a_phone(tmp_path: Path) -> None:
