@@ -12,14 +12,22 @@ int8 activations: a TensorRT target sets `activation_type: int8` and
 Dynamic INT8 produces ONNX Runtime's integer operators (ConvInteger,
 MatMulInteger) and is for the ONNX Runtime backend only.
 
-With `accuracy_aware`, layers are ranked by how much error they add (see
-layer_compare.py) and the worst are kept in float, in growing steps, until the
-drop on the evaluation dataset is within `max_drop` — bounded by iterations
-and seconds. Every step is recorded in the stage's metadata and the report.
+Quality levers, each measured on EfficientNet-Lite0 in docs/passes.md
+("Quantization levers"): `equalize` (cross-layer equalization, equalize.py)
+and `bias_correction` (bias_correction.py) rewrite the float model around the
+quantizer; `keep_activations`, `dedicated_qdq_pair` and `ort_extra_options`
+decide where the QDQ pairs go, which decides what ONNX Runtime can fuse.
+
+With `accuracy_aware`, layers are ranked by the output error each causes when
+quantized alone and the worst are kept in float, in growing steps, until the
+drop on the evaluation dataset is within `max_drop`, then the count is refined
+by bisection — bounded by iterations and seconds. Every step is recorded in
+the stage's metadata and the report.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,6 +49,34 @@ class AccuracyAware(BaseModel):
     max_seconds: float = Field(600.0, gt=0, description="Give up after this long.")
 
 
+class Equalization(BaseModel):
+    """Cross-layer equalization (Nagel et al. 2019) of conv -> activation -> conv chains."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clip: Literal["exact", "calibrated", "relu"] = Field(
+        "exact", description="ReLU6 (`Clip(0, 6)`) is not scale-invariant. `exact`: scale a "
+        "channel only where its pre-activation is proven (interval arithmetic over the "
+        "calibration data's input range) to stay below the clip, so the FP32 function is "
+        "unchanged; `calibrated`: the same with the largest value seen on the calibration "
+        "data (equal on that data only); `relu`: the paper's choice, ReLU6 becomes ReLU "
+        "(changes the function).")
+    max_iterations: int = Field(20, ge=1, le=1000,
+                                description="Equalization sweeps over all pairs, at most.")
+
+
+# extra_options of onnxruntime.quantization.quantize_static that recipes may pass through.
+# The ones edgebuild sets from its own params are not in this list.
+ORT_EXTRA_OPTIONS = frozenset({
+    "ForceQuantizeNoInputCheck", "MatMulConstBOnly", "AddQDQPairToWeight",
+    "OpTypesToExcludeOutputQuantization", "QDQOpTypePerChannelSupportToAxis",
+    "QDQDisableWeightAdjustForInt32Bias", "QuantizeBias", "MinimumRealRange",
+    "ActivationRestrictedAsymmetric", "CalibMovingAverage", "CalibMovingAverageConstant",
+    "CalibTensorRangeSymmetric", "CalibMaxIntermediateOutputs", "CalibStridedMinMax",
+    "TensorQuantOverrides", "UseQDQContribOps", "QDQOpTypePerChannelSupportThreshold",
+})
+
+
 class QuantizeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -59,13 +95,33 @@ class QuantizeParams(BaseModel):
     activation_symmetric: bool = Field(
         False, description="Zero point 0; TensorRT needs `activation_type: int8` and this.")
     weight_symmetric: bool = True
-    reduce_range: bool = Field(
-        False, description="7-bit weights: avoids u8s8 saturation on x86 CPUs without VNNI.")
+    reduce_range: bool | Literal["auto"] = Field(
+        False, description="7-bit weights: avoids u8s8 saturation on x86 CPUs without VNNI "
+        "(int16 pair sums in `vpmaddubsw`). `auto`: only for the layers whose pair sums "
+        "overflow on more than `saturation_tolerance` of the calibration data (static).")
+    saturation_tolerance: float = Field(
+        1e-5, ge=0, le=1, description="`reduce_range: auto`: the largest tolerated fraction "
+        "of overflowing u8s8 pair sums in a layer.")
     op_types: list[str] | None = Field(
         None, description="Only quantize these op types (default: all the quantizer supports).")
     exclude_nodes: list[str] = Field(default_factory=list,
                                      description="Node names kept in float.")
     keep_io_fp32: bool = Field(True, description="fp16: keep float32 inputs and outputs.")
+    equalize: Equalization | None = Field(
+        None, description="Cross-layer equalization before quantizing (needs `calibration` "
+        "for the input range unless `clip: relu`).")
+    bias_correction: bool = Field(
+        False, description="Static only: measure each quantized Conv/Gemm's mean output shift "
+        "on the calibration data (FP32 input) and subtract it from its bias.")
+    keep_activations: bool = Field(
+        False, description="Keep Relu/Clip as float nodes with their own QDQ instead of "
+        "folding them into the producer's output range (ORT `QDQKeepRemovableActivations`).")
+    dedicated_qdq_pair: bool = Field(
+        False, description="One Q/DQ pair per consumer of a tensor (ORT `DedicatedQDQPair`).")
+    ort_extra_options: dict[str, bool | int | float | str | list[str] | dict[str, Any]] = \
+        Field(default_factory=dict, description="More `extra_options` for ONNX Runtime's "
+              "quantize_static, e.g. `ForceQuantizeNoInputCheck`, "
+              "`QDQOpTypePerChannelSupportThreshold`, `TensorQuantOverrides`.")
     accuracy_aware: AccuracyAware | None = None
     compare_samples: int = Field(4, ge=0, le=64,
                                  description="Samples for the per-layer error report.")
@@ -76,12 +132,26 @@ class QuantizeParams(BaseModel):
             raise ValueError("mode static needs `calibration: <dataset name>`")
         if self.accuracy_aware is not None and self.mode == "fp16":
             raise ValueError("accuracy_aware applies to INT8 modes")
+        if self.reduce_range == "auto" and self.mode != "static":
+            raise ValueError("reduce_range auto needs mode static (it measures saturation "
+                             "with the calibration data)")
+        if self.bias_correction and self.mode != "static":
+            raise ValueError("bias_correction needs mode static (it measures with the "
+                             "calibration data)")
+        if self.equalize is not None and self.equalize.clip != "relu" and \
+                self.calibration is None:
+            raise ValueError(f"equalize.clip {self.equalize.clip} needs `calibration: <dataset>` "
+                             "(the input range bounds each channel); or use clip: relu")
+        unknown = sorted(set(self.ort_extra_options) - ORT_EXTRA_OPTIONS)
+        if unknown:
+            raise ValueError(f"ort_extra_options {unknown} are not passed through; allowed: "
+                             f"{sorted(ORT_EXTRA_OPTIONS)} (the others have their own params)")
         return self
 
 
 class Quantize(Op):
     name = "quantize"
-    version = 3
+    version = 4
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"
@@ -90,6 +160,8 @@ class Quantize(Op):
     dataset_fields = ("calibration",)
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import tempfile
+
         from edgebuild.passes import quantize_impl as impl
 
         p: QuantizeParams = params
@@ -101,12 +173,20 @@ class Quantize(Op):
             if p.calibration_samples < len(calibration):
                 calibration = impl.first(calibration, p.calibration_samples)
         metadata: dict[str, Any] = {"mode": p.mode}
-        if p.accuracy_aware is not None:
-            evaluation = ctx.dataset(p.accuracy_aware.dataset)
-            metadata["accuracy_aware"] = impl.accuracy_aware(
-                source, destination, p, calibration, evaluation, ctx.out)
-        else:
-            impl.quantize(source, destination, p, calibration, p.exclude_nodes, ctx.out)
+        # Intermediate models and the calibration cache stay out of the artifact.
+        with tempfile.TemporaryDirectory(prefix="edgebuild-quantize-") as work:
+            scratch = Path(work)
+            prepared = impl.prepare(source, p, calibration, scratch)
+            if p.accuracy_aware is not None:
+                evaluation = ctx.dataset(p.accuracy_aware.dataset)
+                metadata["accuracy_aware"] = impl.accuracy_aware(
+                    prepared, destination, p, calibration, evaluation, scratch)
+            else:
+                impl.quantize_prepared(prepared, destination, p, calibration, p.exclude_nodes,
+                                       scratch)
+            metadata.update(prepared.metadata)
+        if p.mode != "fp16":
+            metadata["float_layers_guarded"] = impl.guarded_layers(destination)
         if p.compare_samples:
             feeds_from = calibration if calibration is not None else None
             metadata["layers"] = impl.layer_report(source, destination, ctx, feeds_from,

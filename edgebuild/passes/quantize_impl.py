@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +42,178 @@ class _Reader:
         pass
 
 
+@dataclass
+class Prepared:
+    """The float model the quantizer sees, after the float-side levers.
+
+    `path` is the source, or its equalized copy; `shifts` (bias correction,
+    per node) are measured on the first quantization and then applied to the
+    nodes each later quantization actually quantizes: a layer kept in float
+    keeps its own bias.
+    """
+
+    source: Path
+    path: Path
+    metadata: dict[str, Any] = field(default_factory=dict)
+    shifts: dict[str, np.ndarray] | None = None
+    reduced: dict[str, Any] | None = None  # reduce_range auto: TensorQuantOverrides
+
+
+def prepare(source: Path, p: QuantizeParams, calibration: Samples | None,
+            scratch: Path) -> Prepared:
+    """Apply cross-layer equalization (if asked) and record what it did."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    if p.equalize is None:
+        return Prepared(source, source)
+    import onnx
+
+    from edgebuild.passes import equalize as eq
+
+    model = onnx.load(str(source))
+    upper: dict[str, np.ndarray] | None = None
+    if p.equalize.clip == "exact":
+        assert calibration is not None
+        ranges = {name: (x.min(axis=_not_channel(x)), x.max(axis=_not_channel(x)))
+                  for name, x in calibration.inputs.items()}
+        upper = {k: hi for k, (_, hi) in eq.interval_bounds(model, ranges).items()}
+    elif p.equalize.clip == "calibrated":
+        assert calibration is not None
+        upper = _observed_maxima(source, [pair.tensor for pair in eq.find_pairs(model)],
+                                 calibration)
+    result = eq.equalize(model, p.equalize.clip, p.equalize.max_iterations, upper)
+    path = scratch / "equalized.onnx"
+    onnx.save(model, str(path))
+    summary = result.to_json()
+    probe = calibration if calibration is not None else None
+    if probe is not None:
+        a, b = outputs(source, first(probe, 8)), outputs(path, first(probe, 8))
+        summary["fp32_max_abs_diff"] = float(np.max(np.abs(a - b)))
+        summary["fp32_top1_agreement"] = 100.0 * float(np.mean(a.argmax(1) == b.argmax(1)))
+    return Prepared(source, path, {"equalize": summary})
+
+
+def _not_channel(x: np.ndarray) -> tuple[int, ...]:
+    """Every axis but 1 (N C ...), or but the last for N×F inputs."""
+    return tuple(i for i in range(x.ndim) if i != (1 if x.ndim > 2 else x.ndim - 1))
+
+
+def _observed_maxima(path: Path, tensors: list[str], samples: Samples) -> dict[str, np.ndarray]:
+    """Per-channel largest value of each of `tensors` over `samples` (FP32 model)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    for name in tensors:
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            name, onnx.TensorProto.FLOAT, None))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"])
+    maxima: dict[str, np.ndarray] = {}
+    for feed in feeds(samples):
+        for name, value in zip(tensors, session.run(tensors, feed), strict=True):
+            channel_max = np.asarray(value).max(axis=_not_channel(np.asarray(value)))
+            maxima[name] = np.maximum(maxima[name], channel_max) if name in maxima \
+                else channel_max
+    return maxima
+
+
+def quantize_prepared(prepared: Prepared, destination: Path, p: QuantizeParams,
+                      calibration: Samples | None, exclude: list[str], scratch: Path,
+                      only: list[str] | None = None) -> None:
+    """`quantize` from the prepared float model, with reduce_range auto and bias correction."""
+    overrides = _saturation_overrides(prepared, p, calibration, scratch)
+    if not p.bias_correction or calibration is None:
+        quantize(prepared.path, destination, p, calibration, exclude, scratch, only, overrides)
+        return
+    import onnx
+
+    from edgebuild.passes import bias_correction as bc
+
+    if prepared.shifts is None:
+        measured = scratch / "uncorrected.onnx"
+        quantize(prepared.path, measured, p, calibration, list(p.exclude_nodes), scratch,
+                 overrides=overrides)
+        prepared.shifts = bc.measure_shifts(prepared.path, measured, feeds(calibration))
+        largest = max((float(np.max(np.abs(v))) for v in prepared.shifts.values()), default=0.0)
+        prepared.metadata["bias_correction"] = {
+            "layers": len(prepared.shifts), "samples": len(calibration),
+            "largest_shift": round(largest, 6)}
+    skip = set(exclude)
+    chosen = {node: shift for node, shift in prepared.shifts.items()
+              if node not in skip and (only is None or node in only)}
+    model = onnx.load(str(prepared.path))
+    bc.apply_shifts(model, chosen)
+    corrected = scratch / "corrected.onnx"
+    onnx.save(model, str(corrected))
+    quantize(corrected, destination, p, calibration, exclude, scratch, only, overrides)
+
+
+SATURATION_SAMPLES = 8
+
+
+def _saturation_overrides(prepared: Prepared, p: QuantizeParams, calibration: Samples | None,
+                          scratch: Path) -> dict[str, Any]:
+    """reduce_range auto: 7-bit weights (TensorQuantOverrides) where u8s8 pairs overflow."""
+    if p.reduce_range != "auto" or calibration is None:
+        return {}
+    if prepared.reduced is None:
+        import onnx
+
+        from edgebuild.passes.qdq_graph import u8s8_saturation
+
+        probe = scratch / "saturation-probe.onnx"
+        quantize(prepared.path, probe, p, calibration, list(p.exclude_nodes), scratch)
+        model = onnx.load(str(probe))
+        wanted = [n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"]
+        values = _tensor_values(prepared.path, wanted, first(calibration, SATURATION_SAMPLES))
+        rates = u8s8_saturation(model, values)
+        source = onnx.load(str(prepared.path), load_external_data=False).graph
+        nodes = {n.name: n for n in source.node if len(n.input) > 1}
+        over = sorted(node for node, rate in rates.items() if rate > p.saturation_tolerance)
+        prepared.reduced = {nodes[node].input[1]: [{"axis": _weight_axis(nodes[node]),
+                                                    "reduce_range": True}]
+                            for node in over if node in nodes}
+        prepared.metadata["reduce_range_auto"] = {
+            "tolerance": p.saturation_tolerance, "reduced": over,
+            "overflow_rate": {node: float(f"{rate:.3g}") for node, rate in rates.items()}}
+    return prepared.reduced
+
+
+def _weight_axis(node: Any) -> int:
+    """The output-channel axis of a Conv or Gemm weight (per-channel scales run along it)."""
+    if node.op_type == "Gemm":
+        return 0 if any(a.name == "transB" and a.i for a in node.attribute) else 1
+    return 0
+
+
+def _tensor_values(path: Path, names: list[str], samples: Samples) -> dict[str, np.ndarray]:
+    """Float values of the graph inputs and intermediate tensors `names` over `samples`."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    produced = {o for n in model.graph.node for o in n.output}
+    inner = [n for n in dict.fromkeys(names) if n in produced]
+    for name in inner:
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            name, onnx.TensorProto.FLOAT, None))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"])
+    runs = [session.run(inner, feed) for feed in feeds(samples)]
+    values = {name: np.concatenate([run[i] for run in runs]) for i, name in enumerate(inner)}
+    values.update({k: v for k, v in samples.inputs.items() if k in names})
+    return values
+
+
 def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Samples | None,
-             exclude: list[str], scratch: Path, only: list[str] | None = None) -> None:
+             exclude: list[str], scratch: Path, only: list[str] | None = None,
+             overrides: dict[str, Any] | None = None) -> None:
     """Quantize `source`; `only` restricts quantization to those nodes (sensitivity runs).
 
     Calibration ranges are cached in `scratch`, so the re-quantizations of the
@@ -65,20 +237,26 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         return
     if p.mode == "dynamic":
         quantize_dynamic(source, destination, per_channel=p.per_channel,
-                         reduce_range=p.reduce_range, weight_type=types[p.weight_type],
+                         reduce_range=p.reduce_range is True, weight_type=types[p.weight_type],
                          op_types_to_quantize=p.op_types, nodes_to_exclude=exclude,
                          nodes_to_quantize=only)
         return
     assert calibration is not None
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
-    extra: dict[str, Any] = {"ActivationSymmetric": p.activation_symmetric,
-                             "WeightSymmetric": p.weight_symmetric}
+    extra: dict[str, Any] = {**p.ort_extra_options,
+                             "ActivationSymmetric": p.activation_symmetric,
+                             "WeightSymmetric": p.weight_symmetric,
+                             "QDQKeepRemovableActivations": p.keep_activations,
+                             "DedicatedQDQPair": p.dedicated_qdq_pair}
+    if overrides:
+        extra["TensorQuantOverrides"] = {**overrides, **extra.get("TensorQuantOverrides", {})}
     if p.method == "percentile":
         extra["CalibPercentile"] = p.percentile
     quantize_static(
         source, destination, _Reader(calibration), quant_format=QuantFormat.QDQ,
-        op_types_to_quantize=p.op_types, per_channel=p.per_channel, reduce_range=p.reduce_range,
+        op_types_to_quantize=p.op_types, per_channel=p.per_channel,
+        reduce_range=p.reduce_range is True,
         activation_type=types[p.activation_type], weight_type=types[p.weight_type],
         nodes_to_exclude=exclude, nodes_to_quantize=only,
         calibrate_method=methods[p.method], extra_options=extra,
@@ -87,6 +265,27 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
     )
     for leftover in Path.cwd().glob("augmented_model*.onnx"):  # older ORT writes it to cwd
         leftover.unlink()
+    _keep_float_layers_float(destination)
+
+
+def guarded_layers(path: Path) -> list[str]:
+    """The float layers `_keep_float_layers_float` protected in the model at `path`."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [n.name.removesuffix("__float_dq") for n in graph.node
+            if n.name.endswith("__float_dq")]
+
+
+def _keep_float_layers_float(path: Path) -> None:
+    """Stop ONNX Runtime from re-quantizing the layers left in float (qdq_graph.py)."""
+    import onnx
+
+    from edgebuild.passes.qdq_graph import keep_float_layers_float
+
+    model = onnx.load(str(path))
+    if keep_float_layers_float(model):
+        onnx.save(model, str(path))
 
 
 def outputs(path: Path, samples: Samples) -> np.ndarray:
@@ -110,7 +309,7 @@ def drop(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None
     return 100.0 - 100.0 * float(np.mean(candidate.argmax(1) == reference.argmax(1)))
 
 
-def accuracy_aware(source: Path, destination: Path, p: QuantizeParams,
+def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
                    calibration: Samples | None, evaluation: Samples,
                    scratch: Path) -> dict[str, Any]:
     """Quantize, then keep the most sensitive layers in float until within budget.
@@ -118,76 +317,123 @@ def accuracy_aware(source: Path, destination: Path, p: QuantizeParams,
     Sensitivity of a layer = output error when that layer alone is quantized
     (isolated_sensitivity). Step k keeps the 2^(k-1) most sensitive layers in
     float (1, 2, 4, ...), so a budget that needs many float layers is found in
-    a logarithmic number of re-quantizations.
+    a logarithmic number of re-quantizations; bisection between the last count
+    that failed and the first that passed then finds the fewest, as far as the
+    iteration and time bounds allow.
     """
     assert p.accuracy_aware is not None
     budget = p.accuracy_aware
     started = time.monotonic()
-    reference = outputs(source, evaluation)
-    trial = scratch / "trial.onnx"
-    quantize(source, trial, p, calibration, p.exclude_nodes, scratch)
-    probe = feeds(first(calibration if calibration is not None else evaluation, 8))
-    deadline = started + budget.max_seconds / 2
-    scored = isolated_sensitivity(source, p, calibration, probe, scratch, deadline)
-    ranking = [node for node, _ in scored]
-    excluded = list(p.exclude_nodes)
+    reference = outputs(prepared.source, evaluation)
+    trial, best = scratch / "trial.onnx", scratch / "best.onnx"
     steps: list[dict[str, Any]] = []
-    count = 0
-    while True:
+    ranking: list[str] = []
+
+    def passes(count: int) -> bool:
+        excluded = list(dict.fromkeys([*p.exclude_nodes, *ranking[:count]]))
+        quantize_prepared(prepared, trial, p, calibration, excluded, scratch)
         lost = drop(reference, outputs(trial, evaluation), evaluation.labels, budget.metric)
         steps.append({"kept_in_float": len(excluded), "drop": round(lost, 4),
                       "seconds": round(time.monotonic() - started, 2)})
         if lost <= budget.max_drop:
-            trial.replace(destination)
-            return {"steps": steps, "kept_in_float": excluded, "max_drop": budget.max_drop,
-                    "metric": budget.metric,
-                    "most_sensitive": [{"node": n, "output_error": round(e, 5)}
-                                       for n, e in scored[:10]]}
-        if len(steps) >= budget.max_iterations or \
-                time.monotonic() - started > budget.max_seconds or count >= len(ranking):
-            best = min(steps, key=lambda step: step["drop"])
-            raise StageError(
-                f"accuracy-aware quantization could not reach a {budget.metric} drop of "
-                f"{budget.max_drop:g} points: best {best['drop']:.2f} with "
-                f"{best['kept_in_float']} layer(s) in float after {len(steps)} step(s) "
-                f"({time.monotonic() - started:.0f} s); most sensitive: {ranking[:5]}",
-                "raise max_drop, max_iterations or max_seconds, try another calibration "
-                "method, or quantize with mode fp16")
-        count = max(1, count * 2)
-        excluded = list(dict.fromkeys([*p.exclude_nodes, *ranking[:count]]))
-        quantize(source, trial, p, calibration, excluded, scratch)
+            shutil.copyfile(trial, best)
+            return True
+        return False
+
+    def exhausted() -> bool:
+        return len(steps) >= budget.max_iterations or \
+            time.monotonic() - started > budget.max_seconds
+
+    scored: list[tuple[str, float]] = []
+    low, high = 0, 0
+    if not passes(0):
+        probe = feeds(first(calibration if calibration is not None else evaluation, 8))
+        deadline = started + budget.max_seconds / 2
+        scored = isolated_sensitivity(prepared, p, calibration, probe, scratch, deadline)
+        ranking = [node for node, _ in scored if node not in p.exclude_nodes]
+        count = 1
+        while True:
+            if exhausted() or low >= len(ranking):
+                best_step = min(steps, key=lambda step: step["drop"])
+                raise StageError(
+                    f"accuracy-aware quantization could not reach a {budget.metric} drop of "
+                    f"{budget.max_drop:g} points: best {best_step['drop']:.2f} with "
+                    f"{best_step['kept_in_float']} layer(s) in float after {len(steps)} "
+                    f"step(s) ({time.monotonic() - started:.0f} s); most sensitive: "
+                    f"{ranking[:5]}",
+                    "raise max_drop, max_iterations or max_seconds, try another calibration "
+                    "method, bias_correction, or quantize with mode fp16")
+            if passes(count):
+                high = count
+                break
+            low, count = count, min(count * 2, len(ranking))
+        while high - low > 1 and not exhausted():
+            middle = (low + high) // 2
+            if passes(middle):
+                high = middle
+            else:
+                low = middle
+    best.replace(destination)
+    kept = list(dict.fromkeys([*p.exclude_nodes, *ranking[:high]]))
+    return {"steps": steps, "kept_in_float": kept, "max_drop": budget.max_drop,
+            "metric": budget.metric,
+            "most_sensitive": [{"node": n, "output_error": round(e, 5)} for n, e in scored[:10]]}
 
 
 QUANTIZABLE = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Concat",
                          "GlobalAveragePool", "AveragePool", "Resize", "Sigmoid", "Softmax"})
+FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
 
 
-def isolated_sensitivity(source: Path, p: QuantizeParams, calibration: Samples | None,
+def fused_activations(graph: Any) -> dict[str, list[str]]:
+    """Node -> the Relu/Clip that is the only consumer of its output.
+
+    The quantizer folds such an activation into its producer's output range
+    (a Clip(0, 6) becomes the range [0, 6]); quantizing the producer without it
+    would measure an output range the full model never uses.
+    """
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    found: dict[str, list[str]] = {}
+    for node in graph.node:
+        users = consumers.get(node.output[0], []) if node.output else []
+        if len(users) == 1 and users[0].op_type in FUSED_ACTIVATIONS and users[0].name:
+            found[node.name] = [users[0].name]
+    return found
+
+
+def isolated_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Samples | None,
                          probe: list[dict[str, np.ndarray]], scratch: Path,
                          deadline: float) -> list[tuple[str, float]]:
     """Quantizable nodes ranked by the output error each causes when quantized alone.
 
     Error accumulates downstream, so comparing intermediate tensors of a fully
     quantized model blames late layers for early damage; quantizing one node at
-    a time measures each node's own effect. Nodes not reached before `deadline`
+    a time (with the activation folded into it) measures each node's own
+    effect, on the real integer kernels. Nodes not reached before `deadline`
     keep graph order at the end of the ranking.
     """
     import onnx
     import onnxruntime as ort
 
-    graph = onnx.load(str(source), load_external_data=False).graph
+    graph = onnx.load(str(prepared.path), load_external_data=False).graph
     candidates = [n.name for n in graph.node
                   if n.name and n.op_type in set(p.op_types or QUANTIZABLE)]
+    activations = fused_activations(graph)
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    reference_session = ort.InferenceSession(str(source), so, providers=["CPUExecutionProvider"])
+    reference_session = ort.InferenceSession(str(prepared.source), so,
+                                             providers=["CPUExecutionProvider"])
     reference = [reference_session.run(None, f)[0] for f in probe]
     one = scratch / "one-node.onnx"
     scores: list[tuple[str, float]] = []
     for node in candidates:
         if time.monotonic() > deadline:
             break
-        quantize(source, one, p, calibration, [], scratch, only=[node])
+        quantize_prepared(prepared, one, p, calibration, [], scratch,
+                          only=[node, *activations.get(node, [])])
         session = ort.InferenceSession(str(one), so, providers=["CPUExecutionProvider"])
         error = sum(float(np.linalg.norm(session.run(None, f)[0] - ref)) /
                     max(float(np.linalg.norm(ref)), 1e-12) for f, ref in zip(probe, reference,

@@ -78,4 +78,5 @@ def test_accuracy_aware_records_steps(tmp_path: Path, fashion_onnx: Artifact) ->
                        accuracy_aware={"dataset": "test", "max_drop": 100})
     steps = meta["accuracy_aware"]["steps"]
     assert len(steps) == 1 and steps[0]["kept_in_float"] == 0
-    assert meta["accuracy_aware"]["most_sensitive"]
+    # Met by the full quantization: no per-node sensitivity runs were spent on it.
+    assert meta["accuracy_aware"]["most_sensitive"] == []
