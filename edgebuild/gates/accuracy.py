@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 class Infer(Op):
     name = "infer"
-    version = 2
+    version = 3
     Params = DatasetParams
     dataset_fields = ("dataset",)
     accepts = ("*",)

@@ -52,7 +52,7 @@ def conditions(threads: int | None) -> dict[str, Any]:
 
 class MeasureLatency(Op):
     name = "measure-latency"
-    version = 2
+    version = 3
     accepts = ("*",)
     produces = "latency"
     target_specific = True
