@@ -53,9 +53,11 @@ from edgebuild.errors import EdgebuildError
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.latency import conditions
 from edgebuild.gates.reference import save_outputs
-from edgebuild.gates.regression import BLOCK, SETTLE_S, decide
+from edgebuild.gates.regression import BLOCK, decide
+from edgebuild.gates.select import measure_round_robin
 from edgebuild.gates.stats import summarize
 from edgebuild.passes.base import StageContext, TargetInfo
+from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.loader import load_profiles, load_recipe, profile_dirs
 from edgebuild.registry import load_backend
 
@@ -236,27 +238,17 @@ def runner_infer(runner: Runner) -> Infer:
 
 def round_robin(candidates: list[Candidate], feeds: dict[str, np.ndarray], rounds: int,
                 warmup: int) -> None:
-    """`rounds` × (BLOCK timed calls of each candidate), order rotated every round."""
-    for candidate in candidates:
-        for _ in range(warmup):
-            candidate.infer(feeds)
-    blocks: list[list[list[float]]] = [[] for _ in candidates]
-    order = list(range(len(candidates)))
-    for r in range(rounds):
-        shift = r % len(order)
-        for index in order[shift:] + order[:shift]:
-            infer = candidates[index].infer
-            time.sleep(SETTLE_S)  # let the previous runtime's spinning threads go idle
-            times = []
-            for _ in range(BLOCK):
-                t0 = time.perf_counter_ns()
-                infer(feeds)
-                times.append((time.perf_counter_ns() - t0) / 1e6)
-            blocks[index].append(times)
-        if (r + 1) % 20 == 0:
-            print(f"  round {r + 1}/{rounds}", file=sys.stderr)
+    """`rounds` (at least 8) × BLOCK timed calls of each candidate, order rotated each
+    round: the search's own interleaved timing (edgebuild.gates.select)."""
+    settings = MeasureSettings(warmup_iterations=warmup, min_iterations=rounds * BLOCK,
+                               max_iterations=rounds * BLOCK, min_seconds=0)
+    blocks = measure_round_robin([_bind(c.infer, feeds) for c in candidates], settings)
     for candidate, measured in zip(candidates, blocks, strict=True):
-        candidate.blocks = np.asarray(measured)
+        candidate.blocks = measured
+
+
+def _bind(infer: Infer, feeds: dict[str, np.ndarray]) -> Callable[[], np.ndarray]:
+    return lambda: infer(feeds)
 
 
 def agreement(candidates: list[Candidate], photos: Samples, scratch: Path) -> None:
@@ -410,10 +402,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 24 photos, 6 rounds, 5 warm-up calls")
+                        help="smoke run: 24 photos, 8 rounds, 5 warm-up calls")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.warmup = min(args.rounds, 6), min(args.warmup, 5)
+        args.rounds, args.warmup = min(args.rounds, 8), min(args.warmup, 5)
     os.environ.setdefault("CI", "true")  # OpenVINO/NNCF telemetry off (../shared/DATA.md)
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:

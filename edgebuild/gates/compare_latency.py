@@ -6,17 +6,17 @@ both must be measured in the same process.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.cache.store import Artifact
-from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.gates.latency import InterleavedTiming, conditions
+from edgebuild.passes.base import OpResult, StageContext
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.recipe.common import MeasureSettings
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.registry import load_backend
 
 
 class BaselineParams(BaseModel):
@@ -30,24 +30,16 @@ class BaselineParams(BaseModel):
     runner_metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class CompareLatency(Op):
+class CompareLatency(InterleavedTiming):
     name = "compare-latency"
     version = 1
     Params = BaselineParams
-    accepts = ("*",)
     produces = "latency-comparison"
-    target_specific = True
     summary = "time the baseline artifact and this one, interleaved"
-    tools: ClassVar[tuple[str, ...]] = ("numpy",)
-
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
-        assert target is not None
-        return (*backend_tools(target.backend), "numpy")
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import numpy as np
 
-        from edgebuild.gates.latency import conditions
         from edgebuild.gates.regression import measure_interleaved
 
         assert ctx.target is not None
@@ -67,9 +59,6 @@ class CompareLatency(Op):
                                              lambda: head_runner.infer(feeds), settings)
         np.save(ctx.out / "baseline_ms.npy", base)
         np.save(ctx.out / "candidate_ms.npy", head)
-        summary = {"blocks": len(base), "baseline_p50": float(np.median(base)),
-                   "candidate_p50": float(np.median(head)),
-                   "conditions": {**before,
-                                  "load_average_after": conditions(None)["load_average"]}}
-        (ctx.out / "comparison.json").write_text(json.dumps(summary, indent=1))
-        return OpResult(main="comparison.json", format=self.produces, metadata=summary)
+        return self.finish(ctx, "comparison.json",
+                           {"blocks": len(base), "baseline_p50": float(np.median(base)),
+                            "candidate_p50": float(np.median(head))}, before)

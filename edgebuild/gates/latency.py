@@ -18,7 +18,7 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
 from edgebuild.passes.torch_model import sample_inputs
@@ -109,3 +109,24 @@ def measure(run_once: Any, settings: MeasureSettings) -> np.ndarray:
         if len(times) >= settings.min_iterations and time.perf_counter_ns() - started >= min_ns:
             break
     return np.asarray(times, dtype=np.float64) / 1e6
+
+
+class InterleavedTiming(Op):
+    """Base of the stages that time several artifacts against each other in one process
+    (compare-latency, select): the same tools in the key, the same recorded conditions."""
+
+    accepts = ("*",)
+    target_specific = True
+    tools: ClassVar[tuple[str, ...]] = ("numpy",)
+
+    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+        assert target is not None
+        return (*backend_tools(target.backend), "numpy")
+
+    def finish(self, ctx: StageContext, file: str, summary: dict[str, Any],
+               before: dict[str, Any]) -> OpResult:
+        """Write `summary` (with the load before and after timing) as the stage's result."""
+        summary = {**summary, "conditions": {
+            **before, "load_average_after": conditions(None)["load_average"]}}
+        (ctx.out / file).write_text(json.dumps(summary, indent=1))
+        return OpResult(main=file, format=self.produces, metadata=summary)

@@ -18,16 +18,16 @@ artifacts and settings: a re-run with the same gate outcomes reuses it.
 
 from __future__ import annotations
 
-import json
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.gates.latency import InterleavedTiming, conditions
+from edgebuild.passes.base import OpResult, StageContext, TargetInfo
 from edgebuild.recipe.common import MeasureSettings
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.registry import load_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,24 +50,16 @@ class SelectParams(BaseModel):
         min_length=1, description="The candidates compared (input roles are their names).")
 
 
-class Select(Op):
+class Select(InterleavedTiming):
     name = "select"
     version = 1
     Params = SelectParams
-    accepts = ("*",)
     produces = "selection"
-    target_specific = True
     summary = "time a search's passing candidates interleaved and pick the fastest"
-    tools: ClassVar[tuple[str, ...]] = ("numpy",)
-
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
-        assert target is not None
-        return (*backend_tools(target.backend), "numpy")
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import numpy as np
 
-        from edgebuild.gates.latency import conditions
         from edgebuild.passes.torch_model import sample_inputs
 
         assert ctx.target is not None
@@ -91,11 +83,7 @@ class Select(Op):
             blocks = measure_round_robin(runs, settings)
         np.save(ctx.out / "blocks_ms.npy", blocks)
         ranking = rank(blocks, [c.name for c in p.candidates])
-        summary = {**ranking.to_json(),
-                   "conditions": {**before,
-                                  "load_average_after": conditions(None)["load_average"]}}
-        (ctx.out / "selection.json").write_text(json.dumps(summary, indent=1))
-        return OpResult(main="selection.json", format=self.produces, metadata=summary)
+        return self.finish(ctx, "selection.json", ranking.to_json(), before)
 
 
 def _bind(runner: Any, feeds: dict[str, Any]) -> Callable[[], Any]:

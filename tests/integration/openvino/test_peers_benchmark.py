@@ -37,5 +37,5 @@ def test_quick_run_writes_every_candidate(tmp_path: Path) -> None:
     eager = data["candidates"][0]
     assert eager["accuracy"]["top1_agreement"] == 100.0
     assert eager["vs_eager"]["ratio"] == pytest.approx(1.0)
-    assert all(row["rounds"] == 6 and row["latency_ms"]["p50"] > 0 for row in data["candidates"])
+    assert all(row["rounds"] == 8 and row["latency_ms"]["p50"] > 0 for row in data["candidates"])
     assert "| PyTorch eager fp32 |" in result.stdout
