@@ -4,9 +4,9 @@ The runner speaks the recipe's contract (ONNX input names, NCHW, float32) and
 adapts to the model: it transposes each tensor with the permutation the compile
 stage recorded (NCHW -> NHWC for onnx2tf's layout) and quantizes / dequantizes
 integer inputs and outputs with their scale and zero point — what an app does
-around a full-integer model. Both cost a few microseconds next to a
-millisecond-scale inference and are part of the timed call, as they would be
-in an app.
+around a full-integer model. For a 1x3x224x224 input that costs 0.1-0.25 ms on
+this 2-core machine (2-4 % of EfficientNet-Lite0's host latency); it is part of
+the timed call, as it would be in an app that receives NCHW float data.
 
 XNNPACK is TFLite's default CPU delegate and is applied here with the
 profile's thread count (`delegate: cpu` turns it off to time the builtin
