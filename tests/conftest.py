@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +11,42 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+FASHION = Path("/usr/share/datasets/fashion-mnist")  # Debian dataset-fashion-mnist
+
+
+def edgebuild(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "edgebuild", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False, timeout=900)
+
+
+def fashion_recipe(name: str, test_limit: int, calibration_limit: int = 100) -> str:
+    """A recipe's head for the committed Fashion-MNIST CNN: model, inputs, the test and
+    calibration datasets and the export passes; append `targets:`."""
+    return f"""\
+name: {name}
+model:
+  factory: {REPO}/recipes/models/fashion_mnist_cnn.py:build
+  weights: {REPO}/recipes/models/fashion_mnist_cnn.pt
+inputs:
+  - {{name: image, shape: [1, 1, 28, 28], dtype: float32, dynamic_axes: {{0: batch}}}}
+outputs: [logits]
+datasets:
+  test:
+    kind: idx
+    images: {FASHION}/t10k-images-idx3-ubyte.gz
+    labels: {FASHION}/t10k-labels-idx1-ubyte.gz
+    limit: {test_limit}
+    preprocess: &normalize {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
+  calibration:
+    kind: idx
+    images: {FASHION}/train-images-idx3-ubyte.gz
+    limit: {calibration_limit}
+    preprocess: *normalize
+passes:
+  - export-onnx: {{opset: 17}}
+  - onnx-optimize
+"""
 
 
 @pytest.fixture(autouse=True)

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, edgebuild
 
 pytestmark = pytest.mark.slow
-
-
-def edgebuild(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgebuild", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False, timeout=900)
 
 
 def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]

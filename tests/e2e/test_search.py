@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.e2e.test_recipes import edgebuild
+from tests.conftest import edgebuild, fashion_recipe
 
 pytestmark = [
     pytest.mark.slow,
@@ -16,49 +15,26 @@ pytestmark = [
                        reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)"),
 ]
 
-DATA = "/usr/share/datasets/fashion-mnist"
-RECIPE = f"""\
-name: fashion-mnist-search
-model:
-  factory: {REPO}/recipes/models/fashion_mnist_cnn.py:build
-  weights: {REPO}/recipes/models/fashion_mnist_cnn.pt
-inputs:
-  - {{name: image, shape: [1, 1, 28, 28], dtype: float32, dynamic_axes: {{0: batch}}}}
-outputs: [logits]
-datasets:
-  test:
-    kind: idx
-    images: {DATA}/t10k-images-idx3-ubyte.gz
-    labels: {DATA}/t10k-labels-idx1-ubyte.gz
-    limit: 2000
-    preprocess: {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
-  calibration:
-    kind: idx
-    images: {DATA}/train-images-idx3-ubyte.gz
-    limit: 100
-    preprocess: {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
-passes:
-  - export-onnx: {{opset: 17}}
-  - onnx-optimize
+RECIPE = fashion_recipe("fashion-mnist-search", test_limit=2000) + """\
 targets:
   host-cpu:
-    measure: {{min_iterations: 100, min_seconds: 0.5}}
+    measure: {min_iterations: 100, min_seconds: 0.5}
     gates:
-      accuracy: {{dataset: test, min_top1: 89.0, max_top1_drop: 1.5}}
-      latency: {{percentile: 90, budget_ms: 20}}
-      size: {{max_mb: 1}}
+      accuracy: {dataset: test, min_top1: 89.0, max_top1_drop: 1.5}
+      latency: {percentile: 90, budget_ms: 20}
+      size: {max_mb: 1}
     search:
       max_candidates: 4
       max_minutes: 30
       candidates:
-        fp32: {{}}
+        fp32: {}
         fp16:
-          passes: [quantize: {{mode: fp16}}]
+          passes: [quantize: {mode: fp16}]
         int8:
-          passes: [quantize: {{mode: static, calibration: calibration, per_channel: false}}]
+          passes: [quantize: {mode: static, calibration: calibration, per_channel: false}]
         pruned-80:                # no fine-tuning: its accuracy collapses, it must lose
           inherit_passes: false
-          passes: [prune: {{ratio: 0.8}}, export-onnx: {{opset: 17}}, onnx-optimize]
+          passes: [prune: {ratio: 0.8}, export-onnx: {opset: 17}, onnx-optimize]
 """
 
 

@@ -5,42 +5,17 @@ onnx2tf cannot convert."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edgebuild.errors import ExitCode
-from tests.conftest import REPO
+from tests.conftest import FASHION, edgebuild, fashion_recipe
 
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]
 
-FASHION = Path("/usr/share/datasets/fashion-mnist")
-
-HEAD = f"""
-name: fashion-tflite
-model:
-  factory: {REPO}/recipes/models/fashion_mnist_cnn.py:build
-  weights: {REPO}/recipes/models/fashion_mnist_cnn.pt
-inputs:
-  - {{name: image, shape: [1, 1, 28, 28], dtype: float32, dynamic_axes: {{0: batch}}}}
-outputs: [logits]
-datasets:
-  test:
-    kind: idx
-    images: {FASHION}/t10k-images-idx3-ubyte.gz
-    labels: {FASHION}/t10k-labels-idx1-ubyte.gz
-    limit: 500
-    preprocess: &normalize {{scale: 0.00392156862745098, mean: [0.2860], std: [0.3530]}}
-  calibration:
-    kind: idx
-    images: {FASHION}/train-images-idx3-ubyte.gz
-    limit: 100
-    preprocess: *normalize
-passes: [export-onnx: {{opset: 17}}, onnx-optimize]
-"""
+HEAD = fashion_recipe("fashion-tflite", test_limit=500)
 QUICK = "measure: {threads: 2, min_iterations: 50, min_seconds: 0.2}"
 
 BOTH_PRECISIONS = HEAD + f"""
@@ -71,11 +46,6 @@ targets:
 
 needs_fashion = pytest.mark.skipif(not FASHION.is_dir(),
                                    reason="needs Debian's dataset-fashion-mnist")
-
-
-def edgebuild(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgebuild", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False, timeout=900)
 
 
 def target(report: dict[str, Any], name: str) -> dict[str, Any]:
