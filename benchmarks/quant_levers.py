@@ -41,7 +41,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from edgebuild.data.loaders import Samples, load_dataset  # noqa: E402
-from edgebuild.gates.regression import BLOCK, SETTLE_S, decide  # noqa: E402
+from edgebuild.gates.regression import BLOCK, decide  # noqa: E402
+from edgebuild.gates.select import measure_round_robin  # noqa: E402
+from edgebuild.recipe.common import MeasureSettings  # noqa: E402
 from edgebuild.recipe.datasets import ImageFolder  # noqa: E402
 
 PREPROCESS = {"resize": 256, "center_crop": 224, "mean": [127, 127, 127],
@@ -184,23 +186,13 @@ def build(name: str, params: dict[str, Any], source: Path, calibration: Samples,
     return destination, meta
 
 
-def time_round_robin(runs: dict[str, Any], rounds: int) -> dict[str, list[list[float]]]:
-    """Per candidate: `rounds` blocks of BLOCK timed calls, candidates rotated each round."""
-    names = list(runs)
-    for name in names:
-        for _ in range(10):
-            runs[name]()
-    blocks: dict[str, list[list[float]]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            time.sleep(SETTLE_S)
-            times = []
-            for _ in range(BLOCK):
-                t0 = time.perf_counter_ns()
-                runs[name]()
-                times.append((time.perf_counter_ns() - t0) / 1e6)
-            blocks[name].append(times)
-    return blocks
+def time_round_robin(runs: dict[str, Any], rounds: int) -> dict[str, np.ndarray]:
+    """Per candidate: `rounds` (at least 8) blocks of BLOCK timed calls, candidates rotated
+    each round — the search's own interleaved timing (edgebuild.gates.select)."""
+    settings = MeasureSettings(warmup_iterations=10, min_iterations=rounds * BLOCK,
+                               max_iterations=rounds * BLOCK, min_seconds=0)
+    blocks = measure_round_robin(list(runs.values()), settings)
+    return dict(zip(runs, blocks, strict=True))
 
 
 def torch_runner(threads: int) -> Any:
@@ -253,7 +245,7 @@ def main() -> None:
                                 for name, s in sessions.items()}
         if not args.no_torch:
             runs["PyTorch eager fp32"] = torch_runner(args.threads)
-        blocks = {k: np.asarray(v) for k, v in time_round_robin(runs, args.rounds).items()}
+        blocks = time_round_robin(runs, args.rounds)
         for name, row in [*rows.items(), ("PyTorch eager fp32", {})]:
             if name not in blocks:
                 continue

@@ -97,20 +97,27 @@ def _not_channel(x: np.ndarray) -> tuple[int, ...]:
     return tuple(i for i in range(x.ndim) if i != (1 if x.ndim > 2 else x.ndim - 1))
 
 
-def _observed_maxima(path: Path, tensors: list[str], samples: Samples) -> dict[str, np.ndarray]:
-    """Per-channel largest value of each of `tensors` over `samples` (FP32 model)."""
+def _exposing_session(model: Any, tensors: list[str]) -> Any:
+    """An unoptimized ONNX Runtime session of `model` that also outputs `tensors`
+    (optimizations would fuse some of them away)."""
     import onnx
     import onnxruntime as ort
 
-    model = onnx.load(str(path))
     for name in tensors:
         model.graph.output.append(onnx.helper.make_tensor_value_info(
             name, onnx.TensorProto.FLOAT, None))
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), so,
-                                   providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+
+
+def _observed_maxima(path: Path, tensors: list[str], samples: Samples) -> dict[str, np.ndarray]:
+    """Per-channel largest value of each of `tensors` over `samples` (FP32 model)."""
+    import onnx
+
+    session = _exposing_session(onnx.load(str(path)), tensors)
     maxima: dict[str, np.ndarray] = {}
     for feed in feeds(samples):
         for name, value in zip(tensors, session.run(tensors, feed), strict=True):
@@ -192,19 +199,11 @@ def _weight_axis(node: Any) -> int:
 def _tensor_values(path: Path, names: list[str], samples: Samples) -> dict[str, np.ndarray]:
     """Float values of the graph inputs and intermediate tensors `names` over `samples`."""
     import onnx
-    import onnxruntime as ort
 
     model = onnx.load(str(path))
     produced = {o for n in model.graph.node for o in n.output}
     inner = [n for n in dict.fromkeys(names) if n in produced]
-    for name in inner:
-        model.graph.output.append(onnx.helper.make_tensor_value_info(
-            name, onnx.TensorProto.FLOAT, None))
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), so,
-                                   providers=["CPUExecutionProvider"])
+    session = _exposing_session(model, inner)
     runs = [session.run(inner, feed) for feed in feeds(samples)]
     values = {name: np.concatenate([run[i] for run in runs]) for i, name in enumerate(inner)}
     values.update({k: v for k, v in samples.inputs.items() if k in names})
