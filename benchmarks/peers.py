@@ -47,16 +47,17 @@ from typing import Any
 import numpy as np
 
 from edgebuild.backends.base import Runner
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.target import Target
 from edgebuild.data.loaders import Samples
 from edgebuild.errors import EdgebuildError
+from edgebuild.execute.worker import context_from_recipe
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.latency import conditions
 from edgebuild.gates.reference import save_outputs
 from edgebuild.gates.regression import BLOCK, decide
 from edgebuild.gates.select import measure_round_robin
 from edgebuild.gates.stats import summarize
-from edgebuild.passes.base import StageContext, TargetInfo
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.loader import load_profiles, load_recipe, profile_dirs
 from edgebuild.registry import load_backend
@@ -105,7 +106,7 @@ def load_quickstart(threads: int, workdir: Path, limit: int | None) -> tuple[
         sys.exit(f"{OPENCV_PHOTOS} is missing: apt-get install opencv-doc "
                  "(scripts/setup.sh does); without it there are only 26 photos")
     recipe["datasets"]["peers-photos"] = {**PHOTOS, "limit": limit}
-    ctx = StageContext("peers", {}, workdir, recipe, loaded.base_dir)
+    ctx = context_from_recipe("peers", {}, workdir, recipe, loaded.base_dir)
     photos = ctx.dataset("peers-photos")
     ExportOnnx().run(ctx, ExportParams(opset=17))
     model = build_torch_model(recipe["model"], loaded.base_dir)
@@ -169,13 +170,13 @@ def openvino_runner(xml: Path, threads: int, precision: str | None) -> Runner:
 # --- edgebuild's artifacts ---------------------------------------------------------------
 
 
-def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo, dict[str, Any]]]:
+def from_report(report_path: Path) -> Iterator[tuple[str, Path, Target, dict[str, Any]]]:
     """Each target's final artifact in a report, with the target as its recipe resolved it."""
     report = json.loads(report_path.read_text())
     recipe_file = Path(report["recipe_file"])
     if not recipe_file.is_absolute():
         recipe_file = REPO / recipe_file
-    targets: dict[str, TargetInfo] = {}
+    targets: dict[str, Target] = {}
     try:
         targets = load_recipe(recipe_file).targets
     except EdgebuildError as exc:  # moved or since edited: the profile's own options
@@ -199,14 +200,14 @@ def from_report(report_path: Path) -> Iterator[tuple[str, Path, TargetInfo, dict
                report_path.parent / target["artifact"], info, compiled)
 
 
-def profile_target(profile: str) -> TargetInfo:
+def profile_target(profile: str) -> Target:
     profiles = load_profiles(profile_dirs(RECIPE))
     if profile not in profiles:
         sys.exit(f"no target profile '{profile}' (known: {', '.join(sorted(profiles))})")
-    return TargetInfo(profile, profiles[profile].profile.model_dump(mode="json"))
+    return Target(name=profile, profile=profiles[profile].profile)
 
 
-def from_argument(text: str) -> tuple[str, Path, TargetInfo, dict[str, Any]]:
+def from_argument(text: str) -> tuple[str, Path, Target, dict[str, Any]]:
     """`NAME=path[@profile]`; the profile defaults to host-cpu (.onnx) or intel-cpu (.xml)."""
     name, sep, rest = text.partition("=")
     if not sep:
@@ -216,7 +217,7 @@ def from_argument(text: str) -> tuple[str, Path, TargetInfo, dict[str, Any]]:
     return f"edgebuild {name}", Path(path), profile_target(profile or default), {}
 
 
-def artifact_runner(path: Path, target: TargetInfo, threads: int,
+def artifact_runner(path: Path, target: Target, threads: int,
                     metadata: dict[str, Any]) -> Runner:
     backend = load_backend(target.backend)
     reason = backend.unmeasurable_reason(target)

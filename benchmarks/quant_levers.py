@@ -105,8 +105,8 @@ def quickstart() -> tuple[dict[str, Any], Path]:
 
 def export_fp32(out: Path) -> Path:
     """The quickstart recipe's model through edgebuild's own export-onnx + onnx-optimize."""
-    from edgebuild.cache.store import Artifact
-    from edgebuild.passes.base import StageContext
+    from edgebuild.core.artifact import Artifact
+    from edgebuild.execute.worker import context_from_recipe
     from edgebuild.passes.export_onnx import ExportOnnx, ExportParams
     from edgebuild.passes.onnx_optimize import OnnxOptimize, OptimizeParams
 
@@ -118,7 +118,7 @@ def export_fp32(out: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         arts = {k: Artifact("0" * 64, "onnx", out / v, {}, {}, {"main": "model.onnx"})
                 for k, v in inputs.items()}
-        op.run(StageContext(step, arts, folder, recipe, recipe_dir), params)
+        op.run(context_from_recipe(step, arts, folder, recipe, recipe_dir), params)
     return out / "optimize" / "model.onnx"
 
 

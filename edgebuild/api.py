@@ -142,7 +142,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                 shutil.copyfile(compiled.path / file, destination / file)
             artifact_path = str((destination / compiled.main.name).relative_to(out))
         targets.append(TargetReport(
-            name=name, profile=info.profile["name"], backend=info.backend,
+            name=name, profile=info.profile.name, backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,
             size_bytes=compiled.size_bytes if compiled else None,
             gates=gates, search=search_report,

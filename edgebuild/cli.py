@@ -190,23 +190,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_targets(args: argparse.Namespace) -> int:
     from edgebuild.recipe.loader import load_profiles, profile_dirs
-    from edgebuild.registry import backend_entry
+    from edgebuild.registry import backend_class
 
     profiles = load_profiles(profile_dirs(Path.cwd() / "recipe.yaml"))
     for name, loaded in sorted(profiles.items()):
         p = loaded.profile
-        entry = backend_entry(p.backend)
-        status = "" if entry.implemented else "  [backend not available yet]"
+        status = "" if backend_class(p.backend).implemented else "  [backend not available yet]"
         print(f"{name:<18} {p.backend:<12} {p.device.name}{status}")
     return ExitCode.OK
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
-    from edgebuild.registry import PASSES, pass_names
+    from edgebuild.registry import load_op, pass_names
 
     for name in pass_names():
-        entry = PASSES.get(name)
-        print(f"{name:<16} {entry.summary if entry else '(plugin)'}")
+        op = load_op(name)
+        extra = f"  [needs edgebuild[{op.extra}]]" if op.extra else ""
+        print(f"{name:<18} {op.summary}{extra}")
     return ExitCode.OK
 
 

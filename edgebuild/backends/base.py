@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import platform
 from abc import ABC, abstractmethod
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from edgebuild.core.datasets import dataset_names
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.errors import DataError
-from edgebuild.passes.base import OpResult, TargetInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.cache.store import Artifact
-    from edgebuild.data.loaders import Samples
+    from edgebuild.core.artifact import Artifact
     from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
@@ -94,52 +94,70 @@ class Runner(ABC):
 
 
 class Backend(ABC):
-    """Compiles an artifact for a target and makes runners for the result."""
+    """Compiles an artifact for a target and makes runners for the result.
+
+    The class attributes are the backend's whole declaration: the registry, the
+    planner, the cache keys and `run --baseline` read them, so adding a backend
+    is one folder plus one entry point (docs/extending.md).
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]
-    accepts: ClassVar[tuple[str, ...]]
-    produces: ClassVar[str]
-    Options: ClassVar[type[BaseModel]]
+    accepts: ClassVar[tuple[str, ...]]  # artifact formats compile takes ("pytorch" too)
+    produces: ClassVar[str]  # format of the compiled artifact
+    Options: ClassVar[type[BaseModel]]  # the profile's `options:`; DatasetRef fields are read
     tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
+    version: ClassVar[int] = 1  # in the key of every stage it compiles or runs; bump on change
+    extra: ClassVar[str | None] = None  # pip extra that installs its tools
+    # Passes the planner may insert to reach `accepts` (each converts its `accepts[0]`
+    # into its `produces`), e.g. TFLite contributes onnx -> tf-savedmodel.
+    conversions: ClassVar[tuple[str, ...]] = ()
+    # Compile-stage metadata keys its runner needs besides the files (run --baseline
+    # hands them to the baseline's runner).
+    runner_metadata: ClassVar[tuple[str, ...]] = ()
+    implemented: ClassVar[bool] = True
 
-    def options(self, target: TargetInfo) -> BaseModel:
+    def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
 
-    @abstractmethod
-    def compile(self, model: Artifact, target: TargetInfo, out: Path,
-                calibration: Samples | None = None) -> OpResult:
-        """Turn `model` into this backend's native artifact under `out`.
+    def datasets(self, target: Target) -> tuple[str, ...]:
+        """Recipe datasets compile reads: every DatasetRef in the target's options."""
+        return dataset_names(self.options(target))
 
-        `calibration` is the dataset named by the target's `calibration_dataset`
-        option, for backends that quantize while they convert (TFLite full INT8).
+    @abstractmethod
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
+        """Turn `ctx.input()` into this backend's native artifact under `ctx.out`.
+
+        A backend that accepts `pytorch` and directly follows the model source has
+        no input artifact and reads `ctx.model_source` instead; datasets named by
+        its options (TFLite's calibration set) come from `ctx.dataset(name)`.
         """
 
     @abstractmethod
-    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         """A runner for a compiled artifact on the target's device."""
 
-    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         """'' when this machine can run the target's artifacts, else why not.
 
         `purpose` is "accuracy" or "latency": a backend may check accuracy on a
         host interpreter while latency needs the real device.
         """
-        runs_on = target.profile.get("runs_on", {}).get("kind", "host")
+        runs_on = target.runs_on.kind.value
         if runs_on != "host":
             return (f"not measurable here: target '{target.name}' runs on a {runs_on} "
                     f"device and no {runs_on} runner is configured")
-        arch = target.profile["device"]["arch"]
+        arch = target.profile.device.arch
         if arch != platform.machine():
             return f"not measurable here: needs {arch}, this machine is {platform.machine()}"
         return ""
 
-    def where(self, target: TargetInfo, purpose: str = "latency") -> str:
+    def where(self, target: Target, purpose: str = "latency") -> str:
         """Where the figures for `purpose` come from, when it is not simply the target's
         own device (a host interpreter standing in for a phone, say); else ''."""
         return ""
 
-    def device_latency(self, artifact: Artifact, target: TargetInfo,
+    def device_latency(self, artifact: Artifact, target: Target,
                        settings: MeasureSettings) -> dict[str, Any] | None:
         """Latency measured by a device's own tool (ms statistics), or None to time
         `runner().infer` in this process with the latency protocol."""

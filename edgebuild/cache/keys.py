@@ -5,8 +5,9 @@
                  input artifact digests (content, not keys: equal outputs -> early cut-off),
                  dataset digests, model-source digest (if the stage reads it),
                  the recipe's input/output declarations,
-                 target-profile digest (target-specific stages only),
-                 versions of every tool involved, Python and the platform)
+                 target-profile digest and backend version (target-specific stages),
+                 versions of every tool involved, Python, the platform, and
+                 edgebuild itself: its version, or in a source checkout its code's digest)
 
 Anything left out of this list would let a stale result be reused, so an op
 declares its tools and bumps its version whenever its output changes.
@@ -18,9 +19,11 @@ import platform
 import sys
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
-from edgebuild.cache.digest import digest_json
+from edgebuild import __version__
+from edgebuild.core.digest import digest_file, digest_json
 
 
 @cache
@@ -32,20 +35,39 @@ def tool_version(distribution: str) -> str:
         return "not-installed"
 
 
+@cache
+def edgebuild_fingerprint() -> str:
+    """edgebuild's version; in a source checkout, a digest of its code as well.
+
+    A released version's stages are pure functions of their declared inputs and
+    its version. In development the code changes without the version, and an op
+    whose author forgot to bump its `version` would reuse stale results, so there
+    every Python file of the package enters every key (~90 files, a few ms).
+    """
+    package = Path(__file__).resolve().parents[1]
+    if not (package.parent / "pyproject.toml").is_file():
+        return __version__
+    files = sorted(package.rglob("*.py"))
+    return f"{__version__}+source." + digest_json(
+        [[f.relative_to(package).as_posix(), digest_file(f)] for f in files])
+
+
 def environment() -> dict[str, str]:
     return {
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "machine": platform.machine(),
-        "edgebuild-key-schema": "1",
+        "edgebuild": edgebuild_fingerprint(),
+        "edgebuild-key-schema": "2",
     }
 
 
 def stage_key(*, op: str, op_version: int, params: dict[str, Any], inputs: dict[str, str],
               datasets: dict[str, str], source: str | None, io: Any,
-              target: str | None, tools: tuple[str, ...]) -> str:
+              target: str | None, backend: dict[str, Any] | None,
+              tools: tuple[str, ...]) -> str:
     return digest_json({
         "op": op, "op_version": op_version, "params": params, "inputs": inputs,
-        "datasets": datasets, "source": source, "io": io, "target": target,
+        "datasets": datasets, "source": source, "io": io, "target": target, "backend": backend,
         "tools": {t: tool_version(t) for t in sorted(set(tools))},
         "environment": environment(),
     })

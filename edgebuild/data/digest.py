@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgebuild.cache.digest import StatCache, digest_json
+from edgebuild.cache.digest import StatCache
+from edgebuild.core.digest import digest_json
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import DatasetSpec, IdxFiles, ImageFolder, NpzFile
 from edgebuild.recipe.files import module_file, resolve_file, split_callable

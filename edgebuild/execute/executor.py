@@ -27,7 +27,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from edgebuild.cache.store import Artifact, Store
+from edgebuild.cache.store import Store
+from edgebuild.core.artifact import Artifact
 from edgebuild.execute.locks import device_lock
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.worker import QUIET_ENV
@@ -210,22 +211,25 @@ class LocalExecutor:
 def device_of(plan: Plan, stage: Stage) -> str:
     """The lock name of the device a measuring stage occupies."""
     assert stage.target is not None
-    profile = plan.recipe.targets[stage.target].profile
-    runs_on = profile.get("runs_on", {})
-    where = runs_on.get("host") or runs_on.get("serial") or runs_on.get("resource") or "local"
-    return f"{runs_on.get('kind', 'host')}-{where}"
+    runs_on = plan.recipe.targets[stage.target].runs_on
+    where = runs_on.host or runs_on.serial or runs_on.resource or "local"
+    return f"{runs_on.kind.value}-{where}"
 
 
 def stage_spec(plan: Plan, stage: Stage, inputs: dict[str, Artifact], out: Path) -> dict[str, Any]:
-    """Everything a worker needs, as plain JSON (no recipe re-parsing, no shared state)."""
-    recipe = plan.recipe.recipe.model_dump(mode="json",
-                                           include={"model", "inputs", "outputs", "datasets"})
+    """Everything a worker needs, as plain JSON: the stage's declared inputs and no more."""
+    recipe = plan.recipe.recipe
     target = plan.recipe.targets[stage.target] if stage.target else None
     return {
         "stage_id": stage.id, "op": stage.op, "params": stage.params,
         "inputs": {role: a.to_json() for role, a in inputs.items()},
-        "out": str(out), "recipe": recipe, "recipe_dir": str(plan.recipe.base_dir),
-        "target": {"name": target.name, "profile": target.profile} if target else None,
+        "out": str(out), "recipe_dir": str(plan.recipe.base_dir),
+        "io": {"inputs": [t.model_dump(mode="json") for t in recipe.inputs],
+               "outputs": list(recipe.outputs)},
+        "target": target.model_dump(mode="json") if target else None,
+        "datasets": {name: recipe.datasets[name].model_dump(mode="json")
+                     for name in stage.datasets},
+        "source": recipe.model.model_dump(mode="json") if stage.uses_source else None,
     }
 
 

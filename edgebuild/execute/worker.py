@@ -16,13 +16,18 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.op import IoSpec, StageContext
+from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
-from edgebuild.passes.base import StageContext, TargetInfo
 from edgebuild.registry import load_op
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
 
 # Vendor telemetry is off for edgebuild's own runs: OpenVINO and NNCF send none when
 # CI is set (the opt-out file ~/intel/openvino_telemetry is written by setup.sh too).
@@ -34,13 +39,18 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
     op = load_op(spec["op"])()
     params = op.Params.model_validate(spec["params"])
     target = spec.get("target")
+    io = IoSpec(inputs=spec["io"]["inputs"], outputs=spec["io"]["outputs"])
+    recipe_dir = Path(spec["recipe_dir"])
     ctx = StageContext(
         stage_id=spec["stage_id"],
-        inputs={role: Artifact.from_json(a) for role, a in spec["inputs"].items()},
         out=Path(spec["out"]),
-        recipe=spec["recipe"],
-        recipe_dir=Path(spec["recipe_dir"]),
-        target=TargetInfo(target["name"], target["profile"]) if target else None,
+        io=io,
+        recipe_dir=recipe_dir,
+        target=Target.model_validate(target) if target else None,
+        artifacts={role: Artifact.from_json(a) for role, a in spec["inputs"].items()},
+        datasets={name: _loader(name, data, recipe_dir, io)
+                  for name, data in spec["datasets"].items()},
+        source=spec.get("source"),
     )
     started = time.perf_counter()
     result = op.run(ctx, params)
@@ -50,6 +60,41 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
         "main": result.main, "format": result.format, "metadata": result.metadata,
         "seconds": time.perf_counter() - started,
     }
+
+
+def context_from_recipe(stage_id: str, inputs: dict[str, Artifact], out: Path,
+                        recipe: dict[str, Any], recipe_dir: Path,
+                        target: Target | None = None) -> StageContext:
+    """A context with the whole recipe declared: for scripts, benchmarks and tests that
+    run one op directly, outside a plan (a planned stage gets only what it declared).
+
+    `recipe` is plain data with `inputs`, `outputs` and optionally `model` and `datasets`.
+    """
+    io = IoSpec(inputs=recipe["inputs"], outputs=recipe["outputs"])
+    return StageContext(
+        stage_id=stage_id, out=out, io=io, recipe_dir=recipe_dir, target=target,
+        artifacts=dict(inputs),
+        datasets={name: _loader(name, data, recipe_dir, io)
+                  for name, data in recipe.get("datasets", {}).items()},
+        source=recipe.get("model"))
+
+
+def _loader(name: str, data: dict[str, Any], recipe_dir: Path,
+            io: IoSpec) -> Callable[[], Samples]:
+    """Loads a declared dataset when the stage first asks for it."""
+
+    def load() -> Samples:
+        from pydantic import TypeAdapter
+
+        from edgebuild.data.loaders import check_matches_inputs, load_dataset
+        from edgebuild.recipe.datasets import DatasetSpec
+
+        spec: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(data)
+        samples = load_dataset(spec, recipe_dir, [t["name"] for t in io.inputs], name)
+        check_matches_inputs(samples, io.inputs, name)
+        return samples
+
+    return load
 
 
 def main(argv: list[str]) -> int:

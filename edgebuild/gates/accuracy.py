@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.gates.reference import DatasetParams, save_outputs
-from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
@@ -21,13 +22,12 @@ class Infer(Op):
     name = "infer"
     version = 3
     Params = DatasetParams
-    dataset_fields = ("dataset",)
     accepts = ("*",)
     produces = "outputs"
     target_specific = True
     summary = "run the compiled artifact on an evaluation dataset"
 
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+    def tool_names(self, target: Target | None) -> tuple[str, ...]:
         assert target is not None
         return (*backend_tools(target.backend), "numpy", "pillow")
 
@@ -38,7 +38,7 @@ class Infer(Op):
         if reason:
             return OpResult(main="", format="outputs", unmeasurable=reason)
         samples = ctx.dataset(params.dataset)
-        threads = ctx.target.profile["measure"].get("threads")
+        threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
         save_outputs(ctx.out / "outputs.npz", outputs, samples)

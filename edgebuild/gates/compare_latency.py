@@ -11,11 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.gates.latency import InterleavedTiming, conditions
-from edgebuild.passes.base import OpResult, StageContext
 from edgebuild.passes.torch_model import sample_inputs
-from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import load_backend
 
 
@@ -48,10 +47,10 @@ class CompareLatency(InterleavedTiming):
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format=self.produces, unmeasurable=reason)
-        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
+        settings = ctx.target.measure
         baseline = Artifact(key="baseline", format=p.format, path=Path(p.path), files={},
                             sizes={}, metadata={**p.runner_metadata, "main": p.main})
-        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:

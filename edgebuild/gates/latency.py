@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import backend_tools, load_backend
@@ -58,7 +59,7 @@ class MeasureLatency(Op):
     target_specific = True
     summary = "time the compiled artifact with the latency protocol"
 
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+    def tool_names(self, target: Target | None) -> tuple[str, ...]:
         assert target is not None
         return backend_tools(target.backend)
 
@@ -72,14 +73,14 @@ class MeasureLatency(Op):
 
         from edgebuild.gates.stats import summarize
 
-        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
+        settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
         on_device = backend.device_latency(ctx.input(), ctx.target, settings)
         if on_device is not None:
             (ctx.out / "latency.json").write_text(json.dumps(on_device, indent=1))
             return OpResult(main="latency.json", format="latency",
                             metadata={**on_device, "where": where})
-        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
             for _ in range(settings.warmup_iterations):
@@ -119,7 +120,7 @@ class InterleavedTiming(Op):
     target_specific = True
     tools: ClassVar[tuple[str, ...]] = ("numpy",)
 
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+    def tool_names(self, target: Target | None) -> tuple[str, ...]:
         assert target is not None
         return (*backend_tools(target.backend), "numpy")
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from edgebuild.passes.base import Op, OpResult, StageContext
+from edgebuild.core.datasets import DatasetRef
+from edgebuild.core.op import Op, OpResult, StageContext
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,7 +26,7 @@ class DatasetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    dataset: str
+    dataset: DatasetRef
 
 
 def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples) -> None:
@@ -42,7 +43,6 @@ class Reference(Op):
     name = "reference"
     version = 1
     Params = DatasetParams
-    dataset_fields = ("dataset",)
     accepts = ("pytorch", "onnx")
     produces = "outputs"
     tools: ClassVar[tuple[str, ...]] = ("torch", "onnxruntime", "numpy", "pillow")
@@ -67,8 +67,8 @@ class Reference(Op):
 
             from edgebuild.passes.torch_model import build_torch_model
 
-            model = build_torch_model(ctx.recipe["model"], ctx.recipe_dir)
-            names = ctx.recipe["outputs"]
+            model = build_torch_model(ctx.model_source, ctx.recipe_dir)
+            names = ctx.io.outputs
             with torch.no_grad():
                 for i in range(len(samples)):
                     result = model(*(torch.from_numpy(v) for v in samples.feed(i).values()))

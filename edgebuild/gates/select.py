@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.gates.latency import InterleavedTiming, conditions
-from edgebuild.passes.base import OpResult, StageContext, TargetInfo
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import load_backend
 
@@ -68,15 +68,15 @@ class Select(InterleavedTiming):
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format=self.produces, unmeasurable=reason)
-        settings = MeasureSettings.model_validate(ctx.target.profile["measure"])
-        (feeds,) = sample_inputs(ctx.recipe["inputs"], seed=0, count=1)
+        settings = ctx.target.measure
+        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
         with ExitStack() as stack:
             runs = []
             for candidate in p.candidates:
-                info = TargetInfo(f"{ctx.target.name}[{candidate.name}]",
-                                  {**ctx.target.profile, "options": candidate.options,
-                                   "measure": candidate.measure})
+                info = ctx.target.variant(
+                    f"{ctx.target.name}[{candidate.name}]", candidate.options,
+                    MeasureSettings.model_validate(candidate.measure))
                 runner = stack.enter_context(backend.runner(
                     ctx.input(candidate.name), info, candidate.measure.get("threads")))
                 runs.append(_bind(runner, feeds))

@@ -4,37 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from edgebuild.passes.base import Op, OpResult, StageContext, TargetInfo
+from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.registry import backend_tools, load_backend
-
-
-class CompileParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    calibration: str | None = Field(
-        None, description="Dataset for backends that quantize while converting; set by the "
-        "planner from the target's `calibration_dataset` backend option.")
 
 
 class Compile(Op):
     name = "compile"
-    version = 2
-    Params = CompileParams
-    accepts = ("onnx", "pytorch")
+    version = 3
+    accepts = ("*",)  # the planner checks the chain against the backend's own `accepts`
     target_specific = True
     summary = "the target backend's compiler"
-    dataset_fields = ("calibration",)
 
-    def tool_names(self, target: TargetInfo | None) -> tuple[str, ...]:
+    def tool_names(self, target: Target | None) -> tuple[str, ...]:
         assert target is not None
         return backend_tools(target.backend)
+
+    def datasets(self, params: BaseModel, target: Target | None) -> tuple[str, ...]:
+        """What the backend's options name (TFLite's calibration set, say)."""
+        assert target is not None
+        return load_backend(target.backend).datasets(target)
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         assert ctx.target is not None
         backend = load_backend(ctx.target.backend)
-        calibration = ctx.dataset(params.calibration) if params.calibration else None
-        result = backend.compile(ctx.input(), ctx.target, ctx.out, calibration)
+        result = backend.compile(ctx, ctx.target)
         result.metadata.setdefault("backend", backend.name)
         return result

@@ -12,8 +12,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
-from edgebuild.passes.base import Op, OpResult, StageContext
 from edgebuild.passes.onnx_stats import graph_stats
 from edgebuild.passes.torch_model import load_stage_model, sample_inputs
 
@@ -44,15 +44,16 @@ class ExportOnnx(Op):
     produces = "onnx"
     tools: ClassVar[tuple[str, ...]] = ("torch", "onnx", "onnxruntime")
     summary = "PyTorch -> ONNX, checked against PyTorch on sample inputs"
+    reads_source = True  # unpickling a pruned module imports the factory's module
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import torch
 
         p: ExportParams = params
         model = load_stage_model(ctx)
-        tensors = ctx.recipe["inputs"]
+        tensors = ctx.io.inputs
         names = [t["name"] for t in tensors]
-        outputs = ctx.recipe["outputs"]
+        outputs = ctx.io.outputs
         example = tuple(torch.zeros(t["shape"], dtype=getattr(torch, t["dtype"]))
                         for t in tensors)
         dynamic = {t["name"]: {int(k): v for k, v in t["dynamic_axes"].items()}

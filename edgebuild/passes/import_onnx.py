@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, ClassVar
 
-from edgebuild.passes.base import Op, OpResult, StageContext
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.passes.onnx_stats import graph_stats
 from edgebuild.recipe.files import resolve_file
 from edgebuild.recipe.models import ModelSource
@@ -22,7 +22,7 @@ class ImportOnnx(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import onnx
 
-        source = ModelSource.model_validate(ctx.recipe["model"])
+        source = ModelSource.model_validate(ctx.model_source)
         assert source.onnx is not None
         path = resolve_file(source.onnx, ctx.recipe_dir)
         onnx.checker.check_model(str(path))

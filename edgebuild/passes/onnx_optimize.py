@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import BackendUnavailable
-from edgebuild.passes.base import Op, OpResult, StageContext
 from edgebuild.passes.onnx_stats import graph_stats
 
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
-from edgebuild.passes.base import Op, OpResult, StageContext
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +54,7 @@ class OnnxToTf(Op):
     produces = "tf-savedmodel"
     tools: ClassVar[tuple[str, ...]] = ("onnx2tf", "tensorflow-cpu", "tf-keras", "onnx")
     summary = "ONNX (NCHW) -> TensorFlow SavedModel (NHWC) with onnx2tf"
+    extra = "tflite"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import onnx

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from edgebuild.core.datasets import DatasetRef
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import BackendUnavailable, StageError
-from edgebuild.passes.base import Op, OpResult, StageContext
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,7 +49,7 @@ ACCURACY_CONTROL_ONLY = ("validation_dataset", "max_drop", "max_iterations", "ma
 class OpenVinoQuantizeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    dataset: str = Field(description="Calibration dataset (a name under `datasets:`).")
+    dataset: DatasetRef = Field(description="Calibration dataset (a name under `datasets:`).")
     subset_size: int = Field(300, ge=1, description="Calibration samples NNCF uses, at most.")
     preset: Literal["performance", "mixed"] = Field(
         "performance", description="`performance`: symmetric activations; `mixed`: "
@@ -58,7 +59,7 @@ class OpenVinoQuantizeParams(BaseModel):
     fast_bias_correction: bool = Field(True, description="False: slower, exact bias "
                                        "correction.")
     mode: Mode = Field(Mode.DEFAULT, description="`default` or `accuracy-control`.")
-    validation_dataset: str | None = Field(
+    validation_dataset: DatasetRef | None = Field(
         None, description="accuracy-control: dataset scored for the drop; default: `dataset`.")
     max_drop: float | None = Field(
         None, gt=0, le=100, description="accuracy-control: largest top-1 drop, points "
@@ -88,7 +89,7 @@ class OpenVinoQuantize(Op):
     produces = "openvino-ir"
     tools: ClassVar[tuple[str, ...]] = ("openvino", "nncf", "onnx", "numpy")
     summary = "ONNX -> INT8 OpenVINO IR with NNCF (default or accuracy-controlled)"
-    dataset_fields = ("dataset", "validation_dataset")
+    extra = "openvino"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         from edgebuild.backends.openvino import ir

@@ -18,8 +18,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
-from edgebuild.passes.base import Op, OpResult, StageContext
 from edgebuild.passes.torch_model import load_stage_model
 
 
@@ -48,6 +48,7 @@ class Prune(Op):
     produces = "pytorch"
     tools: ClassVar[tuple[str, ...]] = ("torch", "torch-pruning")
     summary = "structured L1/L2 filter pruning that removes channels (PyTorch)"
+    reads_source = True  # unpickling an earlier pass's module imports the factory's module
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import torch
@@ -58,7 +59,7 @@ class Prune(Op):
         p: PruneParams = params
         model = load_stage_model(ctx)
         example = tuple(torch.zeros(t["shape"], dtype=getattr(torch, t["dtype"]))
-                        for t in ctx.recipe["inputs"])
+                        for t in ctx.io.inputs)
         before = sum(x.numel() for x in model.parameters())
         modules = dict(model.named_modules())
         unknown = [n for n in p.ignore if n not in modules]

@@ -32,7 +32,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from edgebuild.passes.base import Op, OpResult, StageContext
+from edgebuild.core.datasets import DatasetRef
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.passes.onnx_stats import graph_stats
 
 
@@ -41,7 +42,7 @@ class AccuracyAware(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    dataset: str = Field(description="Evaluation dataset (compared with the FP32 model).")
+    dataset: DatasetRef = Field(description="Evaluation dataset (compared with the FP32 model).")
     metric: Literal["top1_agreement", "top1"] = Field(
         "top1_agreement", description="`top1` needs labels; drop = FP32 value − quantized value.")
     max_drop: float = Field(1.0, ge=0, le=100, description="Largest allowed drop, points.")
@@ -83,7 +84,7 @@ class QuantizeParams(BaseModel):
     mode: Literal["static", "dynamic", "fp16"] = Field(
         description="`static`: INT8 QDQ with calibration; `dynamic`: INT8 weights, "
         "activations quantized at run time (ONNX Runtime only); `fp16`: half precision.")
-    calibration: str | None = Field(None, description="Dataset for static calibration.")
+    calibration: DatasetRef | None = Field(None, description="Dataset for static calibration.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
     method: Literal["minmax", "entropy", "percentile"] = Field(
         "minmax", description="How activation ranges are chosen from calibration data.")
@@ -157,7 +158,6 @@ class Quantize(Op):
     produces = "onnx"
     tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxruntime", "numpy")
     summary = "INT8 (dynamic / static QDQ with calibration) or FP16"
-    dataset_fields = ("calibration",)
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import tempfile

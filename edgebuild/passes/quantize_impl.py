@@ -15,7 +15,7 @@ from edgebuild.errors import StageError
 from edgebuild.passes.layer_compare import compare_layers, first_divergence, worst
 
 if TYPE_CHECKING:
-    from edgebuild.passes.base import StageContext
+    from edgebuild.core.op import StageContext
     from edgebuild.passes.quantize import QuantizeParams
 
 
@@ -451,7 +451,7 @@ def layer_report(source: Path, destination: Path, ctx: StageContext,
     if samples is not None:
         chosen = feeds(first(samples, count))
     else:
-        chosen = sample_inputs(ctx.recipe["inputs"], seed=0, count=count)
+        chosen = sample_inputs(ctx.io.inputs, seed=0, count=count)
     layers = compare_layers(source, destination, chosen)
     diverged = first_divergence(layers)
     return {

@@ -44,8 +44,8 @@ def load_stage_model(ctx: Any) -> Any:
     import torch
 
     if "model" not in ctx.inputs:
-        return build_torch_model(ctx.recipe["model"], ctx.recipe_dir)
-    source = ModelSource.model_validate(ctx.recipe["model"])
+        return build_torch_model(ctx.model_source, ctx.recipe_dir)
+    source = ModelSource.model_validate(ctx.model_source)
     if source.factory is not None:
         load_callable(source.factory, ctx.recipe_dir)  # makes the model's classes importable
     # Our own cache entry, written by torch.save of a whole module: trusted, not user input.

@@ -25,35 +25,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from edgebuild.cache.digest import canonical_json
+from edgebuild.core.digest import canonical_json
 from edgebuild.errors import PlanError
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe
 from edgebuild.recipe.models import Gates, PassSpec
-from edgebuild.registry import backend_entry, load_op
+from edgebuild.registry import backend_class, conversions, load_op
 
 if TYPE_CHECKING:
     import networkx as nx
 
 
-# (from format, to format) -> the op the planner inserts when a chain needs it:
-# a PyTorch model meeting an ONNX consumer is exported; an ONNX model meeting a
-# backend that takes a TensorFlow SavedModel (TFLite) goes through onnx2tf.
-IMPLICIT: dict[tuple[str, str], str] = {
-    ("pytorch", "onnx"): "export-onnx",
-    ("onnx", "tf-savedmodel"): "onnx-to-tf",
-}
-
-
-def implicit_path(fmt: str, accepts: tuple[str, ...]) -> list[str] | None:
-    """The shortest list of IMPLICIT ops from `fmt` to one of `accepts` ([] if none needed)."""
+def implicit_path(fmt: str, accepts: tuple[str, ...],
+                  table: dict[tuple[str, str], str]) -> list[str] | None:
+    """The shortest list of conversion passes from `fmt` to one of `accepts` ([] if none
+    is needed), breadth-first over `table` ((from, to) -> pass, registry.conversions())."""
     paths: dict[str, list[str]] = {fmt: []}
     frontier = [fmt]
     while frontier:
         current = frontier.pop(0)
         if current in accepts:
             return paths[current]
-        for (source, result), op_name in IMPLICIT.items():
+        for (source, result), op_name in table.items():
             if source == current and result not in paths:
                 paths[result] = [*paths[current], op_name]
                 frontier.append(result)
@@ -107,6 +100,7 @@ class _Builder:
         self.loaded = loaded
         self.graph: nx.DiGraph = nx.DiGraph()
         self._by_identity: dict[str, str] = {}
+        self.conversions = conversions()
 
     def add(self, op: str, params: dict[str, Any], inputs: dict[str, str],
             target: str | None = None, label: str | None = None, **flags: Any) -> str:
@@ -119,8 +113,10 @@ class _Builder:
                                    sorted(flags.items())])
         if identity in self._by_identity:
             return self._by_identity[identity]
-        fields = load_op(op).dataset_fields
-        flags["datasets"] = tuple(sorted({str(params[f]) for f in fields if params.get(f)}))
+        op_class = load_op(op)
+        info = self.loaded.targets[target] if target else None
+        # Every dataset the stage reads, found in its params at any depth: in its key.
+        flags["datasets"] = op_class().datasets(op_class.Params.model_validate(params), info)
         base = f"{op}@{target}" if target else f"{op}[{label}]" if label else op
         stage_id, n = base, 1
         while stage_id in self.graph:
@@ -156,10 +152,10 @@ class _Chain:
             f"before '{consumer}'")
 
     def reach(self, accepts: tuple[str, ...], consumer: str) -> None:
-        """Insert the implicit conversions (IMPLICIT) that lead to a format `accepts` takes."""
+        """Insert the conversion passes (registry.conversions) that reach `accepts`."""
         if "*" in accepts:
             return
-        path = implicit_path(self.fmt, accepts)
+        path = implicit_path(self.fmt, accepts, self.b.conversions)
         if path is None:
             raise self._mismatch(consumer, accepts)
         for op_name in path:
@@ -172,7 +168,8 @@ class _Chain:
         inputs = {"model": self.current} if self.current else {}
         self.current = self.b.add(op_name, validated, inputs,
                                   self.target if op.target_specific else None, self.label,
-                                  uses_source=self.current is None, implicit=implicit)
+                                  uses_source=self.current is None or op.reads_source,
+                                  implicit=implicit)
         self.ids.append(self.current)
         self.fmt, self.producer = op.produces, op_name
 
@@ -204,7 +201,7 @@ def build_plan(loaded: LoadedRecipe,
                                always_latency=True)
             identity = canonical_json([plan.stage(stages.compiled).inputs,
                                        plan.stage(stages.compiled).params_json,
-                                       loaded.targets[candidate.target_name].profile])
+                                       loaded.targets[candidate.target_name].digest_data()])
             if identity in built:
                 raise PlanError(f"target '{name}': search candidates '{built[identity]}' and "
                                 f"'{candidate.name}' build the same thing",
@@ -224,7 +221,7 @@ def select_params(loaded: LoadedRecipe, target: str, names: list[str]) -> dict[s
     for name in names:
         info = loaded.targets[f"{target}[{name}]"]
         found.append({"name": name, "options": info.options,
-                      "measure": info.profile["measure"]})
+                      "measure": info.measure.model_dump(mode="json")})
     params: dict[str, Any] = load_op("select").Params.model_validate(
         {"candidates": found}).model_dump(mode="json")
     return params
@@ -238,13 +235,12 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     info = b.loaded.targets[name]
     for spec in passes:
         chain.add(spec.name, spec.params)
-    backend = backend_entry(info.backend)
+    backend = backend_class(info.backend)
     chain.reach(backend.accepts, f"backend {info.backend}")
     inputs = {"model": chain.current} if chain.current else {}
-    # A backend that quantizes while it converts reads calibration data itself.
-    calibration = info.options.get("calibration_dataset")
-    compiled = b.add("compile", {"calibration": calibration} if calibration else {},
-                     inputs, name, uses_source=chain.current is None)
+    # The datasets the backend's options name (a calibration set) are found by
+    # Compile.datasets, like any op's; a backend taking PyTorch reads the source.
+    compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
     if gates.accuracy is not None:
         dataset = gates.accuracy.dataset

@@ -11,16 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
+from typing import Any
 
-from edgebuild.cache.digest import StatCache, digest_json
+from edgebuild.cache.digest import StatCache
 from edgebuild.cache.keys import stage_key
-from edgebuild.cache.store import Artifact, Store
+from edgebuild.cache.store import Store
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.digest import digest_json
 from edgebuild.data.digest import dataset_digest
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.files import module_file, resolve_file, split_callable
-from edgebuild.registry import load_op
+from edgebuild.registry import backend_class, load_op
 
 
 class StageState(StrEnum):
@@ -89,9 +92,15 @@ class KeyResolver:
             source=self.source_digest if stage.uses_source else None,
             io={"inputs": [t.model_dump(mode="json") for t in recipe.inputs],
                 "outputs": recipe.outputs},
-            target=digest_json(target.profile) if target else None,
+            target=digest_json(target.digest_data()) if target else None,
+            backend=self._backend(target.backend) if target else None,
             tools=op().tool_names(target),
         )
+
+    @staticmethod
+    def _backend(name: str) -> dict[str, Any]:
+        declared = backend_class(name)
+        return {"name": declared.name, "version": declared.version}
 
     def status(self) -> dict[str, StageStatus]:
         """Cached or to-run for every stage, without running or verifying anything."""

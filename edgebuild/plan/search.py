@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from edgebuild.cache.digest import canonical_json
-from edgebuild.cache.store import Artifact, Store
+from edgebuild.cache.store import Store
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.digest import canonical_json
 from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.gates.result import GateResult, GateStatus

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core.datasets import dataset_refs
+from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
-from edgebuild.passes.base import TargetInfo
-from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.models import PassSpec, Recipe, TargetEntry
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
@@ -32,7 +32,7 @@ class LoadedRecipe:
     recipe: Recipe
     doc: LoadedYaml
     # recipe target name -> resolved profile; a search candidate's as `target[candidate]`
-    targets: dict[str, TargetInfo]
+    targets: dict[str, Target]
     # target name -> its search candidates, grids expanded, in recipe order
     searches: dict[str, list[Candidate]] = field(default_factory=dict)
 
@@ -118,14 +118,14 @@ class _CrossCheck:
         location, found = self.doc.locate(loc)
         self.problems.append(Problem(location, ".".join(found or loc), message, hint))
 
-    def run(self) -> dict[str, TargetInfo]:
+    def run(self) -> dict[str, Target]:
         self._passes(self.recipe.passes, ("passes",))
         inputs = [t.name for t in self.recipe.inputs]
         for name, dataset in self.recipe.datasets.items():
             if dataset.input is not None and dataset.input not in inputs:
                 self._add(("datasets", name, "input"), f"no model input '{dataset.input}'",
                           did_you_mean(dataset.input, inputs) or f"inputs: {', '.join(inputs)}")
-        targets: dict[str, TargetInfo] = {}
+        targets: dict[str, Target] = {}
         for name, entry in self.recipe.targets.items():
             loc = ("targets", name)
             self._passes(entry.passes, (*loc, "passes"))
@@ -143,19 +143,19 @@ class _CrossCheck:
                           did_you_mean(profile_name, self.profiles)
                           or "see `edgebuild targets`, or set `profile:`")
                 continue
-            profile = loaded.profile.model_dump(mode="json")
-            profile["options"] = {**profile["options"], **entry.options}
-            if entry.measure is not None:
-                profile["measure"] = entry.measure.apply(loaded.profile.measure).model_dump()
-            self._options(loaded, entry.options, profile, loc)
-            targets[name] = TargetInfo(name, profile)
+            measure = (entry.measure.apply(loaded.profile.measure) if entry.measure is not None
+                       else None)
+            target = Target(name=name, profile=loaded.profile).variant(name, entry.options,
+                                                                        measure)
+            self._options(loaded, entry.options, target.options, loc)
+            targets[name] = target
             if entry.search is not None:
-                for candidate in self._search(name, entry, loaded, profile):
-                    targets[candidate.target_name] = self._candidate_info(candidate, profile)
+                for candidate in self._search(name, entry, loaded, target):
+                    targets[candidate.target_name] = self._candidate_info(candidate, target)
         return targets
 
     def _search(self, name: str, entry: TargetEntry, loaded: LoadedProfile,
-                profile: dict[str, Any]) -> list[Candidate]:
+                target: Target) -> list[Candidate]:
         """Expand and check a target's search candidates; the valid ones are returned."""
         from edgebuild.registry import pass_names
         assert entry.search is not None
@@ -188,7 +188,7 @@ class _CrossCheck:
                 note = f" (candidate '{candidate.name}')" if candidate.point else ""
                 self._passes(list(candidate.passes), (*here, "passes"), note)
                 if candidate.options:  # the target's own options are checked already
-                    merged = self._candidate_info(candidate, profile).profile
+                    merged = self._candidate_info(candidate, target).options
                     self._options(loaded, candidate.options, merged, here)
                 found.append(candidate)
             self._dedupe(before)
@@ -203,12 +203,10 @@ class _CrossCheck:
         return found
 
     @staticmethod
-    def _candidate_info(candidate: Candidate, profile: dict[str, Any]) -> TargetInfo:
-        merged = {**profile, "options": {**profile["options"], **candidate.options}}
-        if candidate.measure is not None:
-            base = MeasureSettings.model_validate(profile["measure"])
-            merged["measure"] = candidate.measure.apply(base).model_dump()
-        return TargetInfo(candidate.target_name, merged)
+    def _candidate_info(candidate: Candidate, target: Target) -> Target:
+        measure = (candidate.measure.apply(target.measure) if candidate.measure is not None
+                   else None)
+        return target.variant(candidate.target_name, candidate.options, measure)
 
     def _dedupe(self, start: int) -> None:
         """A grid repeats one mistake in every combination: keep each problem once."""
@@ -235,39 +233,36 @@ class _CrossCheck:
             params, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
             self.problems.extend(Problem(p.location, p.key, p.message + note, p.hint)
                                  for p in found)
-            for param in op.dataset_fields if params is not None else ():
-                dataset = getattr(params, param)
-                if dataset is not None and dataset not in self.recipe.datasets:
-                    self._add((*here, spec.name, param), f"no dataset named '{dataset}'",
-                              did_you_mean(dataset, self.recipe.datasets)
-                              or "declare it under `datasets:`")
+            # Every dataset the params name, at any depth (accuracy_aware.dataset too).
+            for path, dataset in dataset_refs(params) if params is not None else ():
+                self._dataset(dataset, (*here, spec.name, *path))
+
+    def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
+        if name not in self.recipe.datasets:
+            self._add(loc, f"no dataset named '{name}'{note}",
+                      did_you_mean(name, self.recipe.datasets) or "declare it under `datasets:`")
 
     def _options(self, loaded: LoadedProfile, overrides: dict[str, Any],
                  merged: dict[str, Any], loc: tuple[str, ...]) -> None:
-        from edgebuild.registry import backend_entry, load_backend
+        from edgebuild.registry import backend_class
 
         try:
-            entry = backend_entry(loaded.profile.backend)
+            backend = backend_class(loaded.profile.backend)
         except EdgebuildError as exc:
             location, _ = loaded.doc.locate(("backend",))
             self.problems.append(Problem(location, "backend", exc.message, exc.hint))
             return
-        if not entry.implemented:
+        if not backend.implemented:
             return  # options of a backend we cannot load are checked when it exists
-        options_cls = load_backend(loaded.profile.backend).Options
         # Report a bad override at the recipe line, a bad profile value in the profile.
-        _, found = validate(options_cls, self.doc, merged["options"], (*loc, "options"))
+        options, found = validate(backend.Options, self.doc, merged, (*loc, "options"))
         if found and not overrides:
-            _, found = validate(options_cls, loaded.doc, merged["options"], ("options",))
+            _, found = validate(backend.Options, loaded.doc, merged, ("options",))
         self.problems.extend(found)
-        calibration = merged["options"].get("calibration_dataset")
-        if not found and calibration and calibration not in self.recipe.datasets:
-            where = (*loc, "options", "calibration_dataset")
-            if "calibration_dataset" not in overrides:
-                where = loc
-            self._add(where, f"no dataset named '{calibration}' (backend option "
-                      "calibration_dataset)", did_you_mean(calibration, self.recipe.datasets)
-                      or "declare it under `datasets:`")
+        for path, dataset in dataset_refs(options) if options is not None else ():
+            # A name the recipe wrote is reported there; one from the profile, at the target.
+            where = (*loc, "options", *path) if path[0] in overrides else loc
+            self._dataset(dataset, where, f" (backend option {'.'.join(path)})")
 
 
 def location_of(doc: LoadedYaml, *keys: str) -> Location:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from edgebuild.cache.digest import digest_file, digest_json
+from edgebuild.core.digest import digest_file, digest_json
 from edgebuild.errors import EdgebuildError
 from edgebuild.report.model import Report
 

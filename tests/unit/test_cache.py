@@ -18,7 +18,7 @@ from edgebuild.cache.store import Store
 BASE: dict[str, Any] = {
     "op": "onnx-optimize", "op_version": 1, "params": {"simplifier": "onnxslim"},
     "inputs": {"model": "a" * 64}, "datasets": {"d": "b" * 64}, "source": None,
-    "io": {"inputs": [{"name": "x"}]}, "target": None, "tools": ("onnx",),
+    "io": {"inputs": [{"name": "x"}]}, "target": None, "backend": None, "tools": ("onnx",),
 }
 
 
@@ -33,6 +33,7 @@ def test_key_is_full_sha256_and_stable() -> None:
     ("op", "export-onnx"), ("op_version", 2), ("params", {"simplifier": "none"}),
     ("inputs", {"model": "c" * 64}), ("datasets", {"d": "d" * 64}), ("source", "e" * 64),
     ("io", {"inputs": [{"name": "y"}]}), ("target", "f" * 64), ("tools", ("onnx", "torch")),
+    ("backend", {"name": "onnxruntime", "version": 2}),
 ])
 def test_key_changes_when_any_input_changes(field: str, value: Any) -> None:
     assert stage_key(**{**BASE, field: value}) != stage_key(**BASE)
@@ -44,6 +45,21 @@ def test_key_changes_with_tool_version(monkeypatch: pytest.MonkeyPatch) -> None:
     before = stage_key(**BASE)
     monkeypatch.setattr(keys, "tool_version", lambda name: "999.0")
     assert stage_key(**BASE) != before
+
+
+def test_key_changes_with_edgebuild_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgebuild.cache import keys
+
+    before = stage_key(**BASE)
+    monkeypatch.setattr(keys, "edgebuild_fingerprint", lambda: "0.1.0+source.other")
+    assert stage_key(**BASE) != before
+
+
+def test_source_checkout_fingerprint_follows_the_code() -> None:
+    from edgebuild.cache.keys import edgebuild_fingerprint
+
+    # This test runs from the repository, where every .py file of the package counts.
+    assert "+source." in edgebuild_fingerprint()
 
 
 def commit(store: Store, key: str, payload: bytes = b"model") -> Path:

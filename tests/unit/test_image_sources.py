@@ -124,7 +124,7 @@ def test_single_folder_digest_is_unchanged_by_the_list_form(tmp_path: Path) -> N
     ds = spec(path="a")
     assert ds.model_dump(mode="json")["path"] == "a"
     stats = StatCache(tmp_path / "stats.json")
-    from edgebuild.cache.digest import digest_json
+    from edgebuild.core.digest import digest_json
 
     expected = digest_json({"spec": ds.model_dump(mode="json"),
                             "files": [["x.png", stats.digest(tmp_path / "a" / "x.png")]]})

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.cache.store import Artifact, Store
+from edgebuild.cache.store import Store
+from edgebuild.core.artifact import Artifact
 from edgebuild.errors import PlanError, RecipeError
 from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
 from edgebuild.execute.policy import FailurePolicy

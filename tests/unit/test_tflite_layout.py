@@ -7,6 +7,7 @@ import pytest
 from edgebuild.backends.tflite.backend import TfliteOptions, _inverse, _layout_perm, _match
 from edgebuild.errors import StageError
 from edgebuild.plan.planner import implicit_path
+from edgebuild.registry import conversions
 
 
 def test_nchw_input_maps_to_nhwc() -> None:
@@ -49,7 +50,8 @@ def test_calibrated_precisions_need_a_dataset() -> None:
 
 
 def test_planner_reaches_a_savedmodel_through_onnx2tf() -> None:
-    assert implicit_path("onnx", ("tf-savedmodel",)) == ["onnx-to-tf"]
-    assert implicit_path("pytorch", ("tf-savedmodel",)) == ["export-onnx", "onnx-to-tf"]
-    assert implicit_path("onnx", ("onnx",)) == []
-    assert implicit_path("tflite", ("onnx",)) is None
+    table = conversions()  # export-onnx, and what the installed backends contribute
+    assert implicit_path("onnx", ("tf-savedmodel",), table) == ["onnx-to-tf"]
+    assert implicit_path("pytorch", ("tf-savedmodel",), table) == ["export-onnx", "onnx-to-tf"]
+    assert implicit_path("onnx", ("onnx",), table) == []
+    assert implicit_path("tflite", ("onnx",), table) is None

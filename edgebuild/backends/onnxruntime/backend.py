@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.backends.base import Backend, Runner, TensorMeta
-from edgebuild.passes.base import OpResult, TargetInfo
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.cache.store import Artifact
-    from edgebuild.data.loaders import Samples
+    from edgebuild.core.artifact import Artifact
 
 
 class GraphLevel(StrEnum):
@@ -74,8 +74,7 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
 
-    def compile(self, model: Artifact, target: TargetInfo, out: Path,
-                calibration: Samples | None = None) -> OpResult:
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnxruntime as ort
 
         from edgebuild.passes.onnx_stats import graph_stats
@@ -90,7 +89,8 @@ class OnnxRuntimeBackend(Backend):
                 f"(available: {ort.get_available_providers()})",
             )
         so = session_options(options, threads=1)
-        destination = out / "model.onnx"
+        model = ctx.input()
+        destination = ctx.out / "model.onnx"
         if options.graph_optimization_level is GraphLevel.DISABLE:
             shutil.copyfile(model.main, destination)
         else:
@@ -104,7 +104,7 @@ class OnnxRuntimeBackend(Backend):
             },
         )
 
-    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         return OrtRunner(artifact.main, OrtOptions.model_validate(target.options), threads)
 
 

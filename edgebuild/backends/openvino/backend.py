@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.openvino import ir
 from edgebuild.backends.openvino.runner import OpenVinoRunner
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-from edgebuild.passes.base import OpResult, TargetInfo
 
 if TYPE_CHECKING:
-    from edgebuild.cache.store import Artifact
-    from edgebuild.data.loaders import Samples
+    from edgebuild.core.artifact import Artifact
 
 
 class Device(StrEnum):
@@ -97,10 +97,11 @@ class OpenVinoBackend(Backend):
     produces = "openvino-ir"
     Options = OpenVinoOptions
     tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
+    extra = "openvino"
 
-    def compile(self, model: Artifact, target: TargetInfo, out: Path,
-                calibration: Samples | None = None) -> OpResult:
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
         ov = ir.load_openvino()
+        model = ctx.input()
         options = OpenVinoOptions.model_validate(target.options)
         if model.format == "onnx":
             ov_model = ov.convert_model(str(model.main))
@@ -110,7 +111,7 @@ class OpenVinoBackend(Backend):
             ov_model = ov.Core().read_model(str(model.main))
             quantization = model.metadata.get("quantization", {}).get("path", "unknown")
         shapes = _reshape(ov, ov_model, options)
-        destination = out / "model.xml"
+        destination = ctx.out / "model.xml"
         ov.save_model(ov_model, str(destination), compress_to_fp16=options.compress_to_fp16)
         graph = ir.ir_stats(destination)
         graph["quantization"] = quantization
@@ -126,12 +127,12 @@ class OpenVinoBackend(Backend):
                       "outputs": [o.get_any_name() for o in ov_model.outputs],
                       "graph": graph, "precision": precision})
 
-    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         options = OpenVinoOptions.model_validate(target.options)
         return OpenVinoRunner(artifact.main, options.device.value,
                               runtime_config(options, threads))
 
-    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         reason = super().unmeasurable_reason(target, purpose)
         if reason:
             return reason

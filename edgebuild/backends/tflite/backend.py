@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edgebuild.backends.base import Backend, Runner
+from edgebuild.core.datasets import DatasetRef
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-from edgebuild.passes.base import OpResult, TargetInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.cache.store import Artifact
-    from edgebuild.data.loaders import Samples
+    from edgebuild.core.artifact import Artifact
     from edgebuild.recipe.common import MeasureSettings
 
 
@@ -68,7 +69,7 @@ class TfliteOptions(BaseModel):
     io_type: IoType = Field(
         IoType.FLOAT32, description="With `precision: int8`: the model's input/output type. "
         "int8 or uint8 make the whole graph integer, as NNAPI and most NPUs prefer.")
-    calibration_dataset: str | None = Field(
+    calibration_dataset: DatasetRef | None = Field(
         None, description="Recipe dataset for int8/int16x8 calibration (the representative "
         "dataset).")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
@@ -106,16 +107,20 @@ class TfliteBackend(Backend):
     produces = "tflite"
     Options = TfliteOptions
     tools: ClassVar[tuple[str, ...]] = ("tensorflow-cpu", "ai-edge-litert")
+    extra = "tflite"
+    conversions = ("onnx-to-tf",)  # onnx2tf: the ONNX (NCHW) graph as a SavedModel (NHWC)
+    runner_metadata = ("io",)  # how recipe tensors map onto the model's (layout, scale)
 
-    def compile(self, model: Artifact, target: TargetInfo, out: Path,
-                calibration: Samples | None = None) -> OpResult:
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.tflite import convert, nnapi
 
         options = TfliteOptions.model_validate(target.options)
+        model, out = ctx.input(), ctx.out
         saved_model = model.main.parent
         io_spec = _io_spec_from_savedmodel(model)
         feeds = None
-        if calibration is not None:
+        if options.calibration_dataset is not None:
+            calibration = ctx.dataset(options.calibration_dataset)
             count = min(len(calibration), options.calibration_samples)
             feeds = [_signature_feeds(calibration.feed(i), io_spec) for i in range(count)]
         started = time.perf_counter()
@@ -137,14 +142,14 @@ class TfliteBackend(Backend):
                       "notes": ["nnapi_coverage.md"],
                       "nnapi": _coverage_summary(rows, options.android_api_level)})
 
-    def runner(self, artifact: Artifact, target: TargetInfo, threads: int | None) -> Runner:
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         from edgebuild.backends.tflite.runner import TfliteRunner
 
         options = TfliteOptions.model_validate(target.options)
         return TfliteRunner(artifact.main, artifact.metadata["io"], threads,
                             use_xnnpack=options.delegate is not Delegate.CPU)
 
-    def unmeasurable_reason(self, target: TargetInfo, purpose: str = "latency") -> str:
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         options = TfliteOptions.model_validate(target.options)
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             from edgebuild.backends.tflite import device
@@ -152,7 +157,7 @@ class TfliteBackend(Backend):
             return device.unavailable_reason(options.device_serial, options.benchmark_model)
         return ""  # accuracy, and host latency: ai-edge-litert runs here
 
-    def where(self, target: TargetInfo, purpose: str = "latency") -> str:
+    def where(self, target: Target, purpose: str = "latency") -> str:
         options = TfliteOptions.model_validate(target.options)
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             return f"device: Android phone over adb, {options.delegate.value} delegate"
@@ -160,7 +165,7 @@ class TfliteBackend(Backend):
         return (f"host: {platform.machine()} ai-edge-litert interpreter, {kernels} — a host "
                 f"figure, not the phone's ({options.delegate.value} delegate)")
 
-    def device_latency(self, artifact: Artifact, target: TargetInfo,
+    def device_latency(self, artifact: Artifact, target: Target,
                        settings: MeasureSettings) -> dict[str, Any] | None:
         options = TfliteOptions.model_validate(target.options)
         if options.latency_on is not LatencyOn.DEVICE:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-from edgebuild.passes.base import TargetInfo
+from edgebuild.execute.worker import context_from_recipe
 from edgebuild.registry import load_backend
 from tests.conftest import make_tiny_onnx
 
@@ -24,8 +25,9 @@ PROFILE: dict[str, Any] = {
 }
 
 
-def target(**options: Any) -> TargetInfo:
-    return TargetInfo("intel-cpu", {**PROFILE, "options": options})
+def target(**options: Any) -> Target:
+    return Target.model_validate({"name": "intel-cpu",
+                                  "profile": {**PROFILE, "description": "", "options": options}})
 
 
 def artifact(path: Path, fmt: str) -> Artifact:
@@ -33,12 +35,19 @@ def artifact(path: Path, fmt: str) -> Artifact:
                     {"main": path.name})
 
 
+def compile_ir(model: Path, target: Target, out: Path) -> Any:
+    """The backend's compile as the compile stage calls it (the ONNX file as its input)."""
+    ctx = context_from_recipe("compile@intel-cpu", {"model": artifact(model, "onnx")}, out,
+                              {"inputs": [], "outputs": []}, out)
+    return load_backend("openvino").compile(ctx, target)
+
+
 def compile_and_run(model: Path, tmp_path: Path, feeds: list[dict[str, np.ndarray]],
                     **options: Any) -> tuple[dict[str, Any], list[dict[str, np.ndarray]]]:
     backend = load_backend("openvino")
     out = tmp_path / "ir"
     out.mkdir()
-    result = backend.compile(artifact(model, "onnx"), target(**options), out)
+    result = compile_ir(model, target(**options), out)
     assert result.main == "model.xml" and (out / "model.bin").is_file()
     with backend.runner(artifact(out / "model.xml", "openvino-ir"), target(**options),
                         threads=2) as runner:
@@ -144,17 +153,15 @@ def dynamic_tiny(path: Path) -> Path:
 
 def test_static_dynamic_and_explicit_shapes(tmp_path: Path) -> None:
     model = dynamic_tiny(tmp_path / "dyn.onnx")
-    backend = load_backend("openvino")
     cases = [({}, {"x": "[1,4]"}), ({"shapes": "dynamic"}, {"x": "[?,4]"}),
              ({"input_shapes": {"x": [3, 4]}}, {"x": "[3,4]"})]
     for i, (options, shapes) in enumerate(cases):
         out = tmp_path / f"ir{i}"
         out.mkdir()
-        metadata = backend.compile(artifact(model, "onnx"), target(**options), out).metadata
+        metadata = compile_ir(model, target(**options), out).metadata
         assert metadata["shapes"] == shapes
     with pytest.raises(StageError, match="not model inputs") as err:
-        backend.compile(artifact(model, "onnx"), target(input_shapes={"image": [1, 4]}),
-                        tmp_path)
+        compile_ir(model, target(input_shapes={"image": [1, 4]}), tmp_path)
     assert "model inputs: x" in str(err.value)
 
 
@@ -164,7 +171,7 @@ def test_dynamic_ir_gives_each_sample_its_own_output(tmp_path: Path) -> None:
     backend = load_backend("openvino")
     out = tmp_path / "ir"
     out.mkdir()
-    backend.compile(artifact(model, "onnx"), target(shapes="dynamic"), out)
+    compile_ir(model, target(shapes="dynamic"), out)
     rng = np.random.default_rng(1)
     batch = rng.standard_normal((10, 4)).astype(np.float32)
     want = onnxruntime_outputs(model, [{"x": batch[i:i + 1]} for i in range(10)])

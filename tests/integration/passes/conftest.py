@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.cache.store import Artifact
-from edgebuild.passes.base import StageContext
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.op import StageContext
+from edgebuild.execute.worker import context_from_recipe
 from tests.conftest import REPO
 
 DATA = Path("/usr/share/datasets/fashion-mnist")
@@ -34,7 +35,7 @@ RECIPE: dict[str, Any] = {
 def context(out: Path, inputs: dict[str, Artifact] | None = None,
             recipe: dict[str, Any] | None = None) -> StageContext:
     out.mkdir(parents=True, exist_ok=True)
-    return StageContext("test", inputs or {}, out, recipe or RECIPE, REPO / "recipes")
+    return context_from_recipe("test", inputs or {}, out, recipe or RECIPE, REPO / "recipes")
 
 
 def as_artifact(folder: Path, fmt: str, main: str) -> Artifact:

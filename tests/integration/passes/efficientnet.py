@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
 from edgebuild.data.loaders import Samples, load_dataset
-from edgebuild.passes.base import StageContext
+from edgebuild.execute.worker import context_from_recipe
 from tests.conftest import REPO
 
 RECIPE = REPO / "recipes" / "quickstart.yaml"
@@ -34,10 +34,10 @@ def _exported() -> Path:
     recipe = recipe_data()
     (root / "export").mkdir()
     (root / "opt").mkdir()
-    ExportOnnx().run(StageContext("export", {}, root / "export", recipe, RECIPE.parent),
+    ExportOnnx().run(context_from_recipe("export", {}, root / "export", recipe, RECIPE.parent),
                      ExportParams(opset=17))
     exported = Artifact("0" * 64, "onnx", root / "export", {}, {}, {"main": "model.onnx"})
-    OnnxOptimize().run(StageContext("opt", {"model": exported}, root / "opt", recipe,
+    OnnxOptimize().run(context_from_recipe("opt", {"model": exported}, root / "opt", recipe,
                                     RECIPE.parent), OptimizeParams())
     return root / "opt" / "model.onnx"
 

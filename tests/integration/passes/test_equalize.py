@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
 from edgebuild.passes import equalize as eq
 from tests.integration.passes import mbconv
 

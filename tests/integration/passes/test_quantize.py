@@ -9,7 +9,7 @@ from typing import Any
 import onnx
 import pytest
 
-from edgebuild.cache.store import Artifact
+from edgebuild.core.artifact import Artifact
 from edgebuild.errors import DataError, StageError
 from edgebuild.passes.quantize import Quantize, QuantizeParams
 from tests.integration.passes.conftest import RECIPE, context, top1

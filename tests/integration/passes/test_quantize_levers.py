@@ -11,7 +11,8 @@ import onnx
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.passes.base import StageContext
+from edgebuild.core.op import StageContext
+from edgebuild.execute.worker import context_from_recipe
 from edgebuild.passes.quantize import Quantize, QuantizeParams
 from tests.conftest import REPO
 from tests.integration.passes import mbconv
@@ -55,8 +56,8 @@ def context(tmp_path: Path, name: str) -> StageContext:
                            "eval": {"kind": "npz", "path": str(tmp_path / "evaluation.npz")}}}
     out = tmp_path / name
     out.mkdir()
-    return StageContext(name, {"model": as_artifact(source.parent, "onnx", "model.onnx")}, out,
-                        recipe, REPO / "recipes")
+    model = as_artifact(source.parent, "onnx", "model.onnx")
+    return context_from_recipe(name, {"model": model}, out, recipe, REPO / "recipes")
 
 
 def quantize(tmp_path: Path, name: str, **params: Any) -> tuple[Path, dict[str, Any]]:

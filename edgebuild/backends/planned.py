@@ -1,0 +1,79 @@
+"""Hardware families whose backend this version does not have yet.
+
+They are declared like any backend (formats, extra), so a recipe naming the
+`iphone`, `jetson-orin-nano` or `snapdragon` profile validates and plans; the
+compile stage then fails with BackendUnavailable and where the work is tracked.
+Each is replaced by its own folder when its backend lands.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NoReturn
+
+from pydantic import BaseModel, ConfigDict
+
+from edgebuild.backends.base import Backend, Runner
+from edgebuild.core.artifact import Artifact
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
+from edgebuild.errors import BackendUnavailable
+
+
+class AnyOptions(BaseModel):
+    """Options are checked when the backend exists; until then any are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class PlannedBackend(Backend):
+    Options = AnyOptions
+    tools: ClassVar[tuple[str, ...]] = ()
+    implemented = False
+    tracking: ClassVar[str]
+
+    def _unavailable(self) -> NoReturn:
+        raise BackendUnavailable(
+            self.name, f"not implemented in this version of edgebuild ({self.tracking})",
+            self.extra)
+
+    def datasets(self, target: Target) -> tuple[str, ...]:
+        return ()
+
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
+        self._unavailable()
+
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
+        self._unavailable()
+
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
+        return f"not measurable here: backend '{self.name}' is not implemented yet"
+
+    def device_latency(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class CoreMlBackend(PlannedBackend):
+    name = "coreml"
+    summary = "Apple Core ML .mlpackage via coremltools"
+    accepts = ("pytorch", "onnx")
+    produces = "mlpackage"
+    extra = "coreml"
+    tracking = "the Core ML backend issue"
+
+
+class TensorRtBackend(PlannedBackend):
+    name = "tensorrt"
+    summary = "NVIDIA TensorRT engine (explicit QDQ INT8)"
+    accepts = ("onnx",)
+    produces = "tensorrt-engine"
+    extra = "tensorrt"
+    tracking = "the TensorRT backend issue"
+
+
+class QnnBackend(PlannedBackend):
+    name = "qnn"
+    summary = "Qualcomm QNN context binary via onnxruntime-qnn"
+    accepts = ("onnx",)
+    produces = "qnn-context"
+    extra = "qnn"
+    tracking = "the QNN backend issue"

@@ -1,0 +1,55 @@
+"""Artifact: what a stage produced, the only thing that passes between stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgebuild.core.digest import digest_json
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What a stage produced: a folder of files with digests, a format and metadata.
+
+    It is the only thing that passes between stages, and it is plain data, so a
+    stage can run in another process or on another machine.
+    """
+
+    key: str
+    format: str
+    path: Path
+    files: dict[str, str]  # relative name -> sha256
+    sizes: dict[str, int]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+    @property
+    def digest(self) -> str:
+        """Digest of the content alone (not the key), so equal outputs compare equal."""
+        return digest_json({"format": self.format, "files": self.files})
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def main(self) -> Path:
+        """The primary file (e.g. model.onnx), named by the producing op."""
+        return self.path / str(self.metadata.get("main", next(iter(self.files), "")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "format": self.format, "path": str(self.path),
+            "files": self.files, "sizes": self.sizes, "metadata": self.metadata,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Artifact:
+        return cls(
+            key=data["key"], format=data["format"], path=Path(data["path"]),
+            files=dict(data["files"]), sizes=dict(data["sizes"]),
+            metadata=dict(data.get("metadata", {})), created=float(data.get("created", 0)),
+        )

@@ -1,0 +1,84 @@
+"""Target profiles as typed values: one kind of hardware and how to build and measure for it.
+
+The profile files in `targets/` are validated into these models (recipe/targets.py
+loads them); a `Target` (core/target.py) is a profile with a recipe's overrides.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    """Base for every schema model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+
+
+class MeasureSettings(Strict):
+    """The latency measurement protocol (docs/gates.md explains each step)."""
+
+    warmup_iterations: int = Field(10, ge=0, description="Runs discarded before timing.")
+    min_iterations: int = Field(100, ge=5, description="Timed runs, at least.")
+    min_seconds: float = Field(2.0, ge=0, description="Timed seconds, at least.")
+    max_iterations: int = Field(100_000, ge=5, description="Stop after this many timed runs.")
+    threads: int | None = Field(
+        None, ge=1, description="Inference threads; default: the backend's own choice."
+    )
+
+
+class RunnerKind(StrEnum):
+    """Where a target's measurement stages execute."""
+
+    HOST = "host"  # this machine
+    SSH = "ssh"  # a remote Linux board reached over SSH
+    ADB = "adb"  # an Android device reached over adb
+    DASK = "dask"  # a Dask worker holding the resource tag
+    MACOS = "macos"  # a macOS host (Core ML prediction)
+
+
+class RunsOn(Strict):
+    """Where the target's artifacts run. Compilation always runs on the build host."""
+
+    kind: RunnerKind = RunnerKind.HOST
+    host: str | None = Field(None, description="SSH host, for `kind: ssh`.")
+    serial: str | None = Field(None, description="adb serial, for `kind: adb`.")
+    resource: str | None = Field(None, description="Dask resource tag, for `kind: dask`.")
+
+    @model_validator(mode="after")
+    def _needed_fields(self) -> RunsOn:
+        if self.kind is RunnerKind.DASK and not self.resource:
+            raise ValueError("`kind: dask` needs `resource:` (the worker's resource tag)")
+        return self
+
+
+class Device(Strict):
+    kind: str = Field(description="cpu, gpu, npu or dsp.", pattern="^(cpu|gpu|npu|dsp)$")
+    arch: str = Field(description="Instruction set: x86_64, aarch64, ...")
+    os: str = Field("linux", description="linux, android, ios or macos.")
+    name: str = Field(description="Human name of the hardware.")
+
+
+class TargetProfile(Strict):
+    """A kind of hardware and how edgebuild builds for it and measures on it."""
+
+    name: str = Field(description="Profile name; must match the file name.")
+    description: str
+    backend: str = Field(description="Backend that compiles for this target (`edgebuild targets`).")
+    device: Device
+    precision: Precision = Field(Precision.FP32, description="Default precision of the build.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Backend options; see docs/backends.md."
+    )
+    runs_on: RunsOn = Field(default_factory=RunsOn)
+    measure: MeasureSettings = Field(default_factory=MeasureSettings)

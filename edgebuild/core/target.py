@@ -1,0 +1,54 @@
+"""Target: the resolved hardware profile one target-specific stage builds for.
+
+A typed value (a profile with the recipe's overrides applied), never a dict read
+by string keys; it is serialised into a worker's stage spec with
+`model_dump(mode="json")` and read back with `model_validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from edgebuild.core.profile import MeasureSettings, RunsOn, TargetProfile
+
+
+class Target(BaseModel):
+    """A recipe target (or search candidate, `name[candidate]`) and its resolved profile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    profile: TargetProfile
+
+    @property
+    def backend(self) -> str:
+        return self.profile.backend
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The backend options, unvalidated: the backend's `Options` model checks them."""
+        return dict(self.profile.options)
+
+    @property
+    def measure(self) -> MeasureSettings:
+        return self.profile.measure
+
+    @property
+    def runs_on(self) -> RunsOn:
+        return self.profile.runs_on
+
+    def digest_data(self) -> dict[str, Any]:
+        """The profile as plain data: what enters a target-specific stage's key."""
+        return self.profile.model_dump(mode="json")
+
+    def variant(self, name: str, options: dict[str, Any] | None = None,
+                measure: MeasureSettings | None = None) -> Target:
+        """This target with other backend options or measurement settings (a candidate)."""
+        update: dict[str, Any] = {}
+        if options is not None:
+            update["options"] = {**self.profile.options, **options}
+        if measure is not None:
+            update["measure"] = measure
+        return Target(name=name, profile=self.profile.model_copy(update=update))
