@@ -18,7 +18,7 @@ from edgebuild import __version__
 from edgebuild.errors import EdgebuildError, ExitCode
 
 if TYPE_CHECKING:
-    from edgebuild.execute.executor import StageRun
+    from edgebuild.execute.result import StageRun
     from edgebuild.plan.stage import Stage
     from edgebuild.report.model import SearchReport
 
@@ -86,7 +86,7 @@ class ProgressPrinter:
         self.done = 0
 
     def __call__(self, event: str, item: StageRun | Stage) -> None:
-        from edgebuild.execute.executor import StageRun
+        from edgebuild.execute.result import StageRun
 
         if event == "start" and not isinstance(item, StageRun):
             print(f"        run     {item.id} ...", file=sys.stderr, flush=True)

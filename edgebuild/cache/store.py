@@ -40,6 +40,9 @@ class Store:
         self.objects = root / "objects"
         self.tmp = root / "tmp"
         self.trash = root / "trash"
+        # Keys verified by this Store object: a run settles a stage more than once
+        # (a search runs its plan in waves), and re-hashing large files each time adds up.
+        self._verified: dict[str, Artifact] = {}
 
     def entry_dir(self, key: str) -> Path:
         if len(key) != 64:
@@ -58,7 +61,11 @@ class Store:
             return None
 
     def lookup(self, key: str) -> Artifact | None:
-        """A verified entry, or None. A corrupt entry is discarded with a warning."""
+        """A verified entry, or None. A corrupt entry is discarded with a warning.
+
+        Verified once per Store object: create a new one to verify again."""
+        if key in self._verified:
+            return self._verified[key]
         artifact = self.peek(key)
         if artifact is None:
             if self.entry_dir(key).exists():
@@ -68,6 +75,7 @@ class Store:
         if problem:
             self._discard(key, problem)
             return None
+        self._verified[key] = artifact
         return artifact
 
     def check(self, artifact: Artifact) -> str:
@@ -125,7 +133,9 @@ class Store:
             if existing is None:
                 raise
             return existing
-        return Artifact.from_json({**manifest, "path": str(target)})
+        published = Artifact.from_json({**manifest, "path": str(target)})
+        self._verified[key] = published
+        return published
 
     def abandon(self, work: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
@@ -136,6 +146,7 @@ class Store:
         self.remove(key)
 
     def remove(self, key: str) -> None:
+        self._verified.pop(key, None)
         source = self.entry_dir(key)
         self.trash.mkdir(parents=True, exist_ok=True)
         doomed = self.trash / f"{key}.{uuid.uuid4().hex[:8]}"

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock
 
-@contextmanager
-def device_lock(root: Path, device: str) -> Iterator[None]:
-    """Hold an exclusive flock on `root/locks/<device>.lock` (released if we die)."""
+
+def device_lock(folder: Path, device: str) -> FileLock:
+    """The lock on `folder/<device>.lock` (an OS lock: released if its holder dies)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device)
-    path = root / "locks" / f"{safe}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(folder / f"{safe}.lock")

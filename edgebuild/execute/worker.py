@@ -97,7 +97,31 @@ def _loader(name: str, data: dict[str, Any], recipe_dir: Path,
     return load
 
 
+PARENT_ENV = "EDGEBUILD_PARENT_PID"
+
+
+def die_with_parent() -> None:
+    """Be SIGKILLed when the process that started this worker dies (Linux prctl).
+
+    A worker orphaned by a killed `edgebuild run` would otherwise keep converting,
+    or keep timing after the device lock it ran under was released. Asked for by
+    the worker itself (preexec_fn is unsafe in a threaded parent), then checked:
+    if the parent died before the request, the worker has been re-parented already.
+    """
+    expected = os.environ.get(PARENT_ENV)
+    if sys.platform != "linux" or not expected:
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if str(os.getppid()) != expected:
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
+    die_with_parent()
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     spec = json.loads(spec_path.read_text())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
+from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.plan.planner import TargetStages

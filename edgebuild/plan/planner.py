@@ -17,7 +17,7 @@ stage that times the candidates that pass every gate against each other::
                    └─ compile@T[fp32] ──────────────────────────────────┘
 
 The select stage drawn here names every candidate; which of them it really
-compares is decided when their gates are known (edgebuild/plan/search.py).
+compares is decided when their gates are known (edgebuild/run/search.py).
 """
 
 from __future__ import annotations
@@ -255,3 +255,41 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
             stages.compare = b.add("compare-latency", baseline, {"model": compiled}, name,
                                    measures=True)
     return stages
+
+
+def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
+    """target -> candidate -> the stages only that candidate needs, in plan order.
+
+    A stage also used by another candidate, by a plain target or by anything
+    outside the searches (a shared export, the FP32 reference) belongs to wave 0.
+    """
+    import networkx as nx
+
+    uses: dict[str, set[str]] = {}  # stage id -> the candidates that use it
+    for target, stages in plan.targets.items():
+        if stages.search is None:
+            continue
+        for name, cand in stages.search.candidates.items():
+            for sid in candidate_ids(cand):
+                uses.setdefault(sid, set()).add(f"{target}[{name}]")
+    selects = {s.search.select for s in plan.targets.values() if s.search is not None}
+    outside = [s for s in plan.graph if s not in uses and s not in selects]
+    shared = set(outside)
+    for sid in outside:
+        shared |= nx.ancestors(plan.graph, sid)
+    position = {s: i for i, s in enumerate(plan.graph)}
+    found: dict[str, dict[str, list[str]]] = {}
+    for target, stages in plan.targets.items():
+        if stages.search is None:
+            continue
+        found[target] = {}
+        for name in stages.search.candidates:
+            owner = f"{target}[{name}]"
+            mine = [sid for sid, users in uses.items() if users == {owner} and sid not in shared]
+            found[target][name] = sorted(mine, key=position.__getitem__)
+    return found
+
+
+def candidate_ids(stages: TargetStages) -> list[str]:
+    ids = [*stages.chain, stages.compiled, stages.infer, stages.latency]
+    return [s for s in ids if s]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from edgebuild.plan.planner import Plan
+from edgebuild.plan.planner import Plan, own_stages
 from edgebuild.plan.resolve import StageState, StageStatus
 
 FORMATS = ("text", "json", "dot", "mermaid")
@@ -61,15 +61,11 @@ def _owned(plan: Plan) -> dict[str, tuple[str, str]]:
     """Stage id -> (target, candidate) for the stages only one search candidate needs."""
     if not any(t.search for t in plan.targets.values()):
         return {}
-    from edgebuild.plan.search import own_stages
-
     return {sid: (target, name) for target, by_name in own_stages(plan).items()
             for name, ids in by_name.items() for sid in ids}
 
 
 def _search_lines(plan: Plan, target: str, status: dict[str, StageStatus]) -> list[str]:
-    from edgebuild.plan.search import own_stages
-
     entry = plan.recipe.recipe.targets[target]
     assert entry.search is not None
     own = own_stages(plan)[target]

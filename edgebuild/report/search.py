@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from edgebuild.report.model import CandidateReport, SearchReport
 
 if TYPE_CHECKING:
-    from edgebuild.execute.executor import ExecutionResult
-    from edgebuild.plan.search import SearchResult
+    from edgebuild.execute.result import ExecutionResult
     from edgebuild.recipe.loader import LoadedRecipe
+    from edgebuild.run.search import SearchResult
 
 
 def search_report(outcome: SearchResult, execution: ExecutionResult,

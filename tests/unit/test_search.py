@@ -13,16 +13,16 @@ import pytest
 from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact
 from edgebuild.errors import PlanError, RecipeError
-from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
 from edgebuild.execute.policy import FailurePolicy
+from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.select import measure_round_robin, pareto_front, rank
-from edgebuild.plan import search as search_mod
-from edgebuild.plan.planner import Plan, build_plan
+from edgebuild.plan.planner import Plan, build_plan, own_stages
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.loader import LoadedRecipe, load_recipe
 from edgebuild.recipe.models import SearchCandidate
 from edgebuild.recipe.search import expand
+from edgebuild.run import search as search_mod
 
 RECIPE = """\
 name: demo
@@ -214,7 +214,7 @@ def test_identical_candidates_are_a_plan_error(tmp_path: Path) -> None:
 def test_own_stages_leave_shared_ones_to_wave_zero(tmp_path: Path) -> None:
     text = RECIPE + "  rpi4:\n    gates: {latency: {budget_ms: 50}}\n"
     plan = build_plan(load(tmp_path, text))
-    own = search_mod.own_stages(plan)["host-cpu"]
+    own = own_stages(plan)["host-cpu"]
     assert own["fp32"] == ["compile@host-cpu[fp32]", "infer@host-cpu[fp32]",
                            "measure-latency@host-cpu[fp32]"]
     assert own["int8-minmax-per_channel=true"][0] == "quantize[int8-minmax-per_channel=true]"

@@ -11,12 +11,12 @@ ordinary executor run over a sub-graph::
     wave per      the stages only this candidate needs     -- skipped, "not tried",
     candidate     (its passes, compile, infer, latency)       once max_minutes is up
     gates         evaluated from the cached measurements, as for any target
-    select wave   `select@T` re-made with only the passing candidates as inputs,
-                  so its key follows their artifacts and a re-run reuses it
+    select wave   a new small plan: `select@T` with only the passing candidates as
+                  inputs, so its key follows their artifacts and a re-run reuses it
 
 Stages finished in an earlier wave are settled again as cache hits by later
-waves; `VerifiedOnce` keeps that from re-hashing their files, and the progress
-callback hears about each stage once.
+waves (the Store verifies an entry once per run), and the progress callback
+hears about each stage once. The planned graph is never edited while it runs.
 """
 
 from __future__ import annotations
@@ -25,41 +25,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.digest import canonical_json
-from edgebuild.execute.executor import ExecutionResult, Outcome, StageRun
 from edgebuild.execute.policy import FailurePolicy
+from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.result import GateResult, GateStatus
-from edgebuild.plan.planner import Plan, SearchStages, TargetStages, select_params
+from edgebuild.plan.planner import (
+    Plan,
+    SearchStages,
+    TargetStages,
+    candidate_ids,
+    own_stages,
+    select_params,
+)
 from edgebuild.plan.resolve import KeyResolver, StageState, StageStatus
 from edgebuild.plan.stage import Stage
 
 if TYPE_CHECKING:
-    from edgebuild.execute.executor import LocalExecutor, Progress
-
-
-class VerifiedOnce(Store):
-    """A store that re-verifies an entry at most once per run (waves re-settle stages)."""
-
-    def __init__(self, root: Any) -> None:
-        super().__init__(root)
-        self._verified: dict[str, Artifact] = {}
-
-    def lookup(self, key: str) -> Artifact | None:
-        if key not in self._verified:
-            artifact = super().lookup(key)
-            if artifact is None:
-                return None
-            self._verified[key] = artifact
-        return self._verified[key]
-
-    def commit(self, key: str, work: Any, fmt: str, metadata: dict[str, Any]) -> Artifact:
-        artifact = super().commit(key, work, fmt, metadata)
-        self._verified[key] = artifact
-        return artifact
+    from edgebuild.execute.result import Progress
 
 
 class CandidateState(StrEnum):
@@ -96,45 +81,13 @@ class SearchResult:
                 if c.state in (CandidateState.CHOSEN, CandidateState.PASSED)]
 
 
-MakeExecutor = Callable[["Progress"], "LocalExecutor"]
+class PlanExecutor(Protocol):
+    """Runs a whole (sub-)plan: the scheduler on the run's executor, or a test double."""
+
+    def execute(self, plan: Plan, resolver: KeyResolver) -> ExecutionResult: ...
 
 
-def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
-    """target -> candidate -> the stages only that candidate needs, in plan order.
-
-    A stage also used by another candidate, by a plain target or by anything
-    outside the searches (a shared export, the FP32 reference) belongs to wave 0.
-    """
-    import networkx as nx
-
-    uses: dict[str, set[str]] = {}  # stage id -> the candidates that use it
-    for target, stages in plan.targets.items():
-        if stages.search is None:
-            continue
-        for name, cand in stages.search.candidates.items():
-            for sid in _candidate_ids(cand):
-                uses.setdefault(sid, set()).add(f"{target}[{name}]")
-    selects = {s.search.select for s in plan.targets.values() if s.search is not None}
-    outside = [s for s in plan.graph if s not in uses and s not in selects]
-    shared = set(outside)
-    for sid in outside:
-        shared |= nx.ancestors(plan.graph, sid)
-    position = {s: i for i, s in enumerate(plan.graph)}
-    found: dict[str, dict[str, list[str]]] = {}
-    for target, stages in plan.targets.items():
-        if stages.search is None:
-            continue
-        found[target] = {}
-        for name in stages.search.candidates:
-            owner = f"{target}[{name}]"
-            mine = [sid for sid, users in uses.items() if users == {owner} and sid not in shared]
-            found[target][name] = sorted(mine, key=position.__getitem__)
-    return found
-
-
-def _candidate_ids(stages: TargetStages) -> list[str]:
-    ids = [*stages.chain, stages.compiled, stages.infer, stages.latency]
-    return [s for s in ids if s]
+MakeExecutor = Callable[["Progress"], PlanExecutor]
 
 
 def execute(plan: Plan, resolver: KeyResolver, make_executor: MakeExecutor,
@@ -181,8 +134,10 @@ class _Waves:
         return Plan(self.plan.recipe, graph, self.plan.targets)
 
     def run(self, ids: list[str]) -> None:
-        if not ids:
-            return
+        if ids:
+            self.execute(self.sub_plan(ids))
+
+    def execute(self, sub: Plan) -> None:
         done = set(self.result.runs)
 
         def forward(event: str, item: StageRun | Stage) -> None:
@@ -190,7 +145,7 @@ class _Waves:
             if stage.id not in done:
                 self.progress(event, item)
 
-        executed = self.make_executor(forward).execute(self.sub_plan(ids), self.resolver)
+        executed = self.make_executor(forward).execute(sub, self.resolver)
         for sid, run in executed.runs.items():
             self.result.runs.setdefault(sid, run)
 
@@ -261,12 +216,10 @@ def _search(waves: _Waves, target: str, search: SearchStages, own: dict[str, lis
     select = plan.stage(search.select)
     ranking = None
     if len(passing) >= 2:
+        # Which candidates `select` compares is known only now: it runs as a new small
+        # plan (their finished stages and itself); the planned graph is never edited.
         stage = select_stage(plan, target, search, passing)
-        plan.graph.nodes[stage.id]["stage"] = stage
-        for up in list(plan.graph.predecessors(stage.id)):
-            if up not in stage.upstream:
-                plan.graph.remove_edge(up, stage.id)
-        waves.run([stage.id])
+        waves.execute(select_plan(plan, stage))
         run = waves.result.runs[stage.id]
         if run.artifact is not None:
             ranking = run.artifact.metadata
@@ -315,13 +268,28 @@ def select_stage(plan: Plan, target: str, search: SearchStages, names: list[str]
                  target, measures=True)
 
 
+def select_plan(plan: Plan, stage: Stage) -> Plan:
+    """A plan of `stage` (a select stage) and the stages it depends on."""
+    import networkx as nx
+
+    wanted: set[str] = set(stage.upstream)
+    for sid in stage.upstream:
+        wanted |= nx.ancestors(plan.graph, sid)
+    graph = nx.DiGraph()
+    graph.add_nodes_from((s, d) for s, d in plan.graph.nodes(data=True) if s in wanted)
+    graph.add_edges_from((a, b) for a, b in plan.graph.edges if a in wanted and b in wanted)
+    graph.add_node(stage.id, stage=stage)
+    graph.add_edges_from((up, stage.id) for up in stage.upstream)
+    return Plan(plan.recipe, graph, {})
+
+
 def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResult,
           plan: Plan) -> CandidateResult:
     """A candidate's gates, and the one-line reason when it cannot be chosen."""
     from edgebuild.gates.evaluate import evaluate_target
 
     entry = plan.recipe.recipe.targets[target]
-    runs = [execution.runs.get(s) for s in _candidate_ids(stages)]
+    runs = [execution.runs.get(s) for s in candidate_ids(stages)]
     for run in runs:
         if run is None or run.outcome is Outcome.SKIPPED:
             message = run.message if run else "not run"
@@ -421,7 +389,7 @@ def refine_status(plan: Plan, resolver: KeyResolver,
         passing: list[str] = []
         known = True
         for name, cand in search.candidates.items():
-            if any(sid not in runs for sid in _candidate_ids(cand)):
+            if any(sid not in runs for sid in candidate_ids(cand)):
                 known = False
                 break
             gates = evaluate_target(f"{target}[{name}]", entry.gates, cand, execution,

@@ -1,0 +1,48 @@
+"""What executing a plan produced: one StageRun per stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from edgebuild.core.artifact import Artifact
+from edgebuild.plan.stage import Stage
+
+
+class Outcome(StrEnum):
+    CACHED = "cached"
+    BUILT = "built"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an upstream stage failed, or fail-fast stopped the run
+    UNMEASURABLE = "unmeasurable"
+
+
+@dataclass
+class StageRun:
+    stage: Stage
+    outcome: Outcome
+    seconds: float = 0.0
+    key: str | None = None
+    artifact: Artifact | None = None
+    message: str = ""
+    hint: str = ""
+    log: Path | None = None
+    started: float = 0.0  # wall clock (time.time) when its worker started, 0 if none
+    finished: float = 0.0
+
+
+@dataclass
+class ExecutionResult:
+    runs: dict[str, StageRun] = field(default_factory=dict)
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for r in self.runs.values() if r.outcome is outcome)
+
+    @property
+    def failed(self) -> list[StageRun]:
+        return [r for r in self.runs.values() if r.outcome is Outcome.FAILED]
+
+
+Progress = Callable[[str, StageRun | Stage], None]

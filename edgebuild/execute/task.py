@@ -1,0 +1,96 @@
+"""A stage as a picklable task: plain JSON in, plain JSON out.
+
+The scheduler turns a ready stage into a `StageTask` (its spec names only the
+stage's declared inputs); an executor runs it anywhere `run_stage` can run (a
+local worker process today, a Dask worker next) and hands back a `TaskOutcome`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgebuild.core.artifact import Artifact
+from edgebuild.execute.worker import PARENT_ENV, QUIET_ENV
+from edgebuild.plan.planner import Plan
+from edgebuild.plan.stage import Stage
+
+
+@dataclass(frozen=True)
+class StageTask:
+    """Everything needed to run one stage, and the device it occupies (None: none)."""
+
+    stage_id: str
+    spec: dict[str, Any]  # JSON: op, params, inputs, io, target, declared datasets, source
+    log: Path
+    device: str | None = None  # measuring stages: the device they hold exclusively
+
+
+@dataclass
+class TaskOutcome:
+    """The worker's result dict (status ok | unmeasurable | error) and when it ran."""
+
+    result: dict[str, Any]
+    started: float = 0.0  # wall clock
+    finished: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def stage_spec(plan: Plan, stage: Stage, inputs: dict[str, Artifact], out: Path) -> dict[str, Any]:
+    """Everything a worker needs, as plain JSON: the stage's declared inputs and no more."""
+    recipe = plan.recipe.recipe
+    target = plan.recipe.targets[stage.target] if stage.target else None
+    return {
+        "stage_id": stage.id, "op": stage.op, "params": stage.params,
+        "inputs": {role: a.to_json() for role, a in inputs.items()},
+        "out": str(out), "recipe_dir": str(plan.recipe.base_dir),
+        "io": {"inputs": [t.model_dump(mode="json") for t in recipe.inputs],
+               "outputs": list(recipe.outputs)},
+        "target": target.model_dump(mode="json") if target else None,
+        "datasets": {name: recipe.datasets[name].model_dump(mode="json")
+                     for name in stage.datasets},
+        "source": recipe.model.model_dump(mode="json") if stage.uses_source else None,
+    }
+
+
+def device_of(plan: Plan, stage: Stage) -> str:
+    """The name of the device a measuring stage occupies (its lock, its resource)."""
+    assert stage.target is not None
+    runs_on = plan.recipe.targets[stage.target].runs_on
+    where = runs_on.host or runs_on.serial or runs_on.resource or "local"
+    return f"{runs_on.kind.value}-{where}"
+
+
+def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path) -> dict[str, Any]:
+    """Run one stage in a fresh Python process; a crash becomes a failed result."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="spec-") as folder:
+        spec_path = Path(folder) / "spec.json"
+        result_path = Path(folder) / "result.json"
+        spec_path.write_text(json.dumps(spec))
+        env = {**os.environ, **QUIET_ENV, PARENT_ENV: str(os.getpid())}
+        with log.open("w") as handle:
+            proc = subprocess.run(
+                [sys.executable, "-m", "edgebuild.execute.worker", str(spec_path),
+                 str(result_path)],
+                stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                check=False,
+            )
+        if result_path.is_file():
+            result: dict[str, Any] = json.loads(result_path.read_text())
+            return result
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        message = f"the worker process was killed by {name}"
+    else:
+        message = f"the worker process exited with code {proc.returncode} without a result"
+    return {"status": "error", "message": message,
+            "hint": "a crash inside a converter or runtime; see the log"}

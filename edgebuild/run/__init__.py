@@ -1,0 +1,1 @@
+"""Running a plan: the driver (plan -> execute -> gates -> report) and searches."""

@@ -1,0 +1,202 @@
+"""The run driver: plan -> execute -> gates -> report, for `edgebuild run`.
+
+It owns the one thing planning must not do: running. The plan stays an immutable
+description; the run creates the executor once (the seam in execute/executor.py),
+executes the plan (searches in waves, run/search.py), evaluates the gates from the
+cached measurements, and writes the reports::
+
+    LoadedRecipe ─ build_plan ─▶ Plan ─ Scheduler(LocalExecutor) ─▶ ExecutionResult
+                                                  │ (searches: waves + select plan)
+                          evaluate_target ◀───────┘
+                                 ▼
+                  Report ─▶ report.json, summary.md, junit.xml, artifacts/<target>/
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgebuild import __version__
+from edgebuild.cache.store import Store
+from edgebuild.errors import ExitCode
+from edgebuild.execute.policy import FailurePolicy
+from edgebuild.plan.planner import Plan, build_plan, own_stages
+from edgebuild.plan.resolve import KeyResolver
+from edgebuild.recipe.loader import LoadedRecipe
+
+if TYPE_CHECKING:
+    from edgebuild.execute.result import ExecutionResult, Progress
+    from edgebuild.execute.scheduler import Scheduler
+    from edgebuild.gates.result import GateResult
+    from edgebuild.plan.planner import TargetStages
+    from edgebuild.report.model import Report, SearchReport
+    from edgebuild.run.search import SearchResult
+
+
+@dataclass
+class RunOptions:
+    out: Path | None = None  # default: build/<recipe name>
+    cache_dir: Path | None = None
+    jobs: int = 1
+    policy: FailurePolicy = FailurePolicy.FAIL_FAST
+    progress: Progress | None = None  # called with ('start'|'end', stage or run)
+    baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Report:
+    """Build every target, evaluate gates, write the reports; returns the Report."""
+    from edgebuild.execute.local import LocalExecutor
+    from edgebuild.execute.scheduler import Scheduler
+    from edgebuild.run import search
+
+    started_wall = dt.datetime.now(dt.UTC)
+    started = time.perf_counter()
+    baselines = None
+    if options.baseline is not None:
+        from edgebuild.report.baseline import baseline_artifacts
+
+        baselines = baseline_artifacts(options.baseline)
+    built = build_plan(loaded, baselines)
+    store = Store(cache_dir)
+    resolver = KeyResolver(built, store)
+    # User mistakes in files and datasets surface here, before any work starts.
+    if any(s.uses_source for s in built.order()):
+        _ = resolver.source_digest
+    for name in {d for s in built.order() for d in s.datasets}:
+        resolver.dataset(name)
+    out = options.out or Path("build") / loaded.recipe.name
+    out.mkdir(parents=True, exist_ok=True)
+
+    executor = LocalExecutor(store.tmp, store.root / "locks", options.jobs)
+
+    def scheduler(progress: Progress) -> Scheduler:
+        return Scheduler(store, executor, out / "logs", options.policy, progress)
+
+    try:
+        execution, searches = search.execute(built, resolver, scheduler, options.progress,
+                                             options.policy)
+    finally:
+        executor.shutdown()
+    resolver.stats.save()
+    report = _report(loaded, built, execution, out, started, started_wall, searches)
+    write_reports(report, out)
+    return report
+
+
+def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,
+            started: float, started_wall: dt.datetime,
+            searches: dict[str, SearchResult] | None = None) -> Report:
+    from edgebuild.execute.result import Outcome
+    from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.report.model import Report, StageReport, TargetReport
+
+    searches = searches or {}
+    targets = []
+    contained: set[str] = set()  # stages of candidates whose search still chose one
+    owned = own_stages(built) if searches else {}
+    for name, stages in built.targets.items():
+        info = loaded.targets[name]
+        entry = loaded.recipe.targets[name]
+        outcome = searches.get(name)
+        search_report = None
+        if outcome is not None:
+            gates, stages, search_report = _search_gates(name, outcome, execution, loaded)
+            if outcome.chosen is not None:
+                contained |= {sid for ids in owned[name].values() for sid in ids}
+        else:
+            gates = evaluate_target(name, entry.gates, stages, execution, loaded.recipe.policy)
+        chosen = outcome is None or outcome.chosen is not None
+        compiled = execution.runs[stages.compiled].artifact if chosen else None
+        artifact_path = None
+        destination = out / "artifacts" / name
+        if destination.exists():
+            shutil.rmtree(destination)
+        if compiled is not None:
+            destination.mkdir(parents=True)
+            for file in compiled.files:
+                (destination / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(compiled.path / file, destination / file)
+            artifact_path = str((destination / compiled.main.name).relative_to(out))
+        targets.append(TargetReport(
+            name=name, profile=info.profile.name, backend=info.backend,
+            artifact=artifact_path, format=compiled.format if compiled else None,
+            size_bytes=compiled.size_bytes if compiled else None,
+            gates=gates, search=search_report,
+            notes={file: (compiled.path / file).read_text()
+                   for file in compiled.metadata.get("notes", [])} if compiled else {}))
+    stage_reports = [StageReport(
+        id=run.stage.id, op=run.stage.op, target=run.stage.target,
+        outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
+        seconds=round(run.seconds, 3), key=run.key,
+        artifact_digest=run.artifact.digest if run.artifact else None,
+        message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
+        started=run.started, finished=run.finished,
+        metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
+                  if k not in ("main", "stage", "op", "conditions")},
+    ) for run in (execution.runs[s.id] for s in built.order())]
+    if any(r.stage.id not in contained for r in execution.failed):
+        code = ExitCode.STAGE_FAILED
+    elif not all(all(t.gates) for t in targets):
+        code = ExitCode.GATE_FAILED
+    else:
+        code = ExitCode.OK
+    counts = {o.value: execution.count(o) for o in Outcome}
+    return Report(
+        recipe=loaded.recipe.name, recipe_file=str(loaded.path), edgebuild_version=__version__,
+        started=started_wall.isoformat(timespec="seconds"),
+        seconds=round(time.perf_counter() - started, 3), exit_code=int(code),
+        stages=stage_reports, targets=targets, counts=counts,
+        machine={"platform": platform.platform(), "machine": platform.machine(),
+                 "cores": os.cpu_count()})
+
+
+def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
+                  loaded: LoadedRecipe) -> tuple[list[GateResult], TargetStages, SearchReport]:
+    """A search target's gates: the chosen candidate's, as the target's, plus `search`."""
+    from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.gates.result import GateResult, GateStatus
+    from edgebuild.report.search import search_report
+    from edgebuild.run.search import CandidateState
+
+    entry = loaded.recipe.targets[name]
+    policy = loaded.recipe.policy
+    if outcome.chosen is not None:
+        stages = outcome.candidates[outcome.chosen].stages
+        gates = evaluate_target(name, entry.gates, stages, execution, policy)
+        status = GateStatus.PASSED
+    else:
+        first = next(iter(outcome.candidates.values()))
+        stages = first.stages
+        gates = []
+        states = {c.state for c in outcome.candidates.values()}
+        status = GateStatus.FAILED
+        if states == {CandidateState.UNMEASURABLE}:
+            status = GateStatus.UNMEASURABLE
+        elif not states & {CandidateState.REJECTED, CandidateState.UNMEASURABLE}:
+            status = GateStatus.NOT_RUN
+    fails = status is not GateStatus.PASSED and not (
+        status is GateStatus.UNMEASURABLE and policy.unmeasurable.value == "warn")
+    report = search_report(outcome, execution, loaded)
+    gates.append(GateResult(
+        target=name, gate="search", status=status, counts_as_failure=fails,
+        measured={"candidates": len(outcome.candidates), "passed": len(outcome.passing)},
+        details={"chosen": outcome.chosen}, message=outcome.message))
+    return gates, stages, report
+
+
+def write_reports(report: Report, out: Path) -> None:
+    from edgebuild.report.render import junit, markdown
+
+    for name, text in (("report.json", report.model_dump_json(indent=2)),
+                       ("summary.md", markdown(report)), ("junit.xml", junit(report))):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(out / name)
