@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.backends.tflite import nnapi
+from edgebuild.backends.tflite import nnapi, nnapi_rules
 from edgebuild.backends.tflite.nnapi import NOT_IN_TABLE, SOURCE, OpUse, Support, coverage
 from edgebuild.errors import StageError
 
@@ -188,7 +188,8 @@ def test_the_table_covers_common_cnn_and_transformer_ops() -> None:
                "QUANTIZE", "DEQUANTIZE", "BATCH_MATMUL", "GATHER", "STRIDED_SLICE",
                "RESIZE_BILINEAR", "SQUEEZE", "SPLIT", "EXPAND_DIMS", "PACK", "RSQRT"):
         assert op in nnapi.RULES, op
-    levels = {nnapi.API27, nnapi.API28, nnapi.API29, nnapi.API30, nnapi.FL6, nnapi.FL7}
+    levels = {nnapi_rules.API27, nnapi_rules.API28, nnapi_rules.API29, nnapi_rules.API30,
+              nnapi_rules.FL6, nnapi_rules.FL7}
     for name, rule in nnapi.RULES.items():
         assert rule.min_level in levels, name
         assert set(rule.types.values()) <= levels, name

@@ -314,8 +314,9 @@ def test_select_compares_only_the_passing_candidates(
                                                 passing={"fp32", "basic"})
     select = execution.runs["select@host-cpu"].stage
     assert [role for role, _ in select.inputs] == ["basic", "fp32"]
-    assert set(plan.graph.predecessors("select@host-cpu")) == {
-        "compile@host-cpu[basic]", "compile@host-cpu[fp32]"}
+    # The executed select is a new small plan; the planned graph is never edited.
+    assert len(list(plan.graph.predecessors("select@host-cpu"))) == len(
+        plan.targets["host-cpu"].search.candidates)  # type: ignore[union-attr]
     assert outcome.chosen in {"fp32", "basic"}
     assert outcome.candidates["int8-minmax-per_channel=true"].state is \
         search_mod.CandidateState.REJECTED
