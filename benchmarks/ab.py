@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from edgebuild.gates.regression import decide, measure_interleaved
+from edgebuild.gates.regression import decide
+from edgebuild.measure.timing import time_pair
 from edgebuild.recipe.common import MeasureSettings
 
 
@@ -45,7 +46,7 @@ def main() -> None:
     fa, fb = feed(a), feed(b)
     settings = MeasureSettings(warmup_iterations=50, min_iterations=1000,
                                min_seconds=args.seconds)
-    base, cand = measure_interleaved(lambda: a.run(None, fa), lambda: b.run(None, fb), settings)
+    base, cand = time_pair(lambda: a.run(None, fa), lambda: b.run(None, fb), settings)
     verdict = decide(base, cand, threshold=0.0)
     print(f"A p50 {np.median(base):.4f} ms, B p50 {np.median(cand):.4f} ms over {len(base)} "
           f"block pairs; B/A = {verdict.ratio:.3f} [95 % CI {verdict.low:.3f}–{verdict.high:.3f}]"

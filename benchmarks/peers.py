@@ -53,11 +53,11 @@ from edgebuild.data.loaders import Samples
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.worker import context_from_recipe
 from edgebuild.gates.accuracy import accuracy_metrics
-from edgebuild.gates.latency import conditions
 from edgebuild.gates.reference import save_outputs
-from edgebuild.gates.regression import BLOCK, decide
-from edgebuild.gates.select import measure_round_robin
-from edgebuild.gates.stats import summarize
+from edgebuild.gates.regression import decide
+from edgebuild.measure.conditions import conditions
+from edgebuild.measure.stats import summarize
+from edgebuild.measure.timing import BLOCK, time_blocks
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.loader import load_profiles, load_recipe, profile_dirs
 from edgebuild.registry import load_backend
@@ -243,7 +243,7 @@ def round_robin(candidates: list[Candidate], feeds: dict[str, np.ndarray], round
     round: the search's own interleaved timing (edgebuild.gates.select)."""
     settings = MeasureSettings(warmup_iterations=warmup, min_iterations=rounds * BLOCK,
                                max_iterations=rounds * BLOCK, min_seconds=0)
-    blocks = measure_round_robin([_bind(c.infer, feeds) for c in candidates], settings)
+    blocks = time_blocks([_bind(c.infer, feeds) for c in candidates], settings)
     for candidate, measured in zip(candidates, blocks, strict=True):
         candidate.blocks = measured
 

@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from edgebuild.data.loaders import Samples, load_dataset  # noqa: E402
-from edgebuild.gates.regression import BLOCK, decide  # noqa: E402
-from edgebuild.gates.select import measure_round_robin  # noqa: E402
+from edgebuild.gates.regression import decide  # noqa: E402
+from edgebuild.measure.timing import BLOCK, time_blocks  # noqa: E402
 from edgebuild.recipe.common import MeasureSettings  # noqa: E402
 from edgebuild.recipe.datasets import ImageFolder  # noqa: E402
 
@@ -191,7 +191,7 @@ def time_round_robin(runs: dict[str, Any], rounds: int) -> dict[str, np.ndarray]
     each round — the search's own interleaved timing (edgebuild.gates.select)."""
     settings = MeasureSettings(warmup_iterations=10, min_iterations=rounds * BLOCK,
                                max_iterations=rounds * BLOCK, min_seconds=0)
-    blocks = measure_round_robin(list(runs.values()), settings)
+    blocks = time_blocks(list(runs.values()), settings)
     return dict(zip(runs, blocks, strict=True))
 
 

@@ -6,7 +6,7 @@ Builds EfficientNet-Lite0 (pretrained, the quickstart's model) as ONNX at
 224×224 and at `--size` (default 260: (260/224)² ≈ 1.35× the arithmetic,
 measured ≈ 1.2× the latency here — a real ~20 % slowdown; 245 gave only
 +11 %), then, with the gate's own code
-(`measure_interleaved` + `decide`, as `edgebuild run --baseline` uses them):
+(`time_pair` + `decide`, as `edgebuild run --baseline` uses them):
 
 * compares the 224 model with itself `--runs` times: every "regression" is a false alarm;
 * compares 224 (baseline) with the larger input `--runs` times: every "regression" is a detection.
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from edgebuild.gates.regression import decide, measure_interleaved
+from edgebuild.gates.regression import decide
+from edgebuild.measure.timing import time_pair
 from edgebuild.recipe.common import MeasureSettings
 
 
@@ -68,7 +69,7 @@ def main() -> None:
         results: dict[str, list[Any]] = {"same model": [], heavier: []}
         for _ in range(args.runs):
             for name, candidate, feed in (("same model", a2, x224), (heavier, b, x245)):
-                base_ms, cand_ms = measure_interleaved(lambda: a.run(None, x224),
+                base_ms, cand_ms = time_pair(lambda: a.run(None, x224),
                                                        lambda c=candidate, f=feed: c.run(None, f),
                                                        settings)
                 results[name].append(decide(base_ms, cand_ms, args.threshold / 100))

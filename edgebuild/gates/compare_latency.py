@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import OpResult, StageContext
-from edgebuild.gates.latency import InterleavedTiming, conditions
+from edgebuild.gates.latency import InterleavedTiming
+from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
 
@@ -39,7 +40,7 @@ class CompareLatency(InterleavedTiming):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import numpy as np
 
-        from edgebuild.gates.regression import measure_interleaved
+        from edgebuild.measure.timing import time_pair
 
         assert ctx.target is not None
         p: BaselineParams = params
@@ -54,7 +55,7 @@ class CompareLatency(InterleavedTiming):
         before = conditions(settings.threads)
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
-            base, head = measure_interleaved(lambda: base_runner.infer(feeds),
+            base, head = time_pair(lambda: base_runner.infer(feeds),
                                              lambda: head_runner.infer(feeds), settings)
         np.save(ctx.out / "baseline_ms.npy", base)
         np.save(ctx.out / "candidate_ms.npy", head)

@@ -3,7 +3,8 @@
 1. Load the artifact with the profile's thread count; feed one seeded input.
 2. Warm up for `warmup_iterations` runs (caches, allocator, JIT paths), discarded.
 3. Time single runs with perf_counter_ns until *both* `min_iterations` runs and
-   `min_seconds` have passed (or `max_iterations`).
+   `min_seconds` have passed (or `max_iterations`): edgebuild/measure/timing.py,
+   the same loop the regression gate and a search's select use.
 4. Report p50/p90/p99, mean, std and 95 % intervals, with the conditions
    (threads, CPU model, load average before and after) the numbers came from.
 
@@ -14,41 +15,16 @@ same run competes for the cores.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.target import Target
+from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
-from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
-    import numpy as np
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def conditions(threads: int | None) -> dict[str, Any]:
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "threads": threads,
-        "machine": platform.machine(),
-        "system": f"{platform.system()} {platform.release()}",
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
+    pass
 
 
 class MeasureLatency(Op):
@@ -71,7 +47,8 @@ class MeasureLatency(Op):
             return OpResult(main="", format="latency", unmeasurable=reason)
         import numpy as np
 
-        from edgebuild.gates.stats import summarize
+        from edgebuild.measure.stats import summarize
+        from edgebuild.measure.timing import time_one
 
         settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
@@ -85,7 +62,7 @@ class MeasureLatency(Op):
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
             for _ in range(settings.warmup_iterations):
                 runner.infer(feeds)
-            samples = measure(lambda: runner.infer(feeds), settings)
+            samples = time_one(lambda: runner.infer(feeds), settings)
         after = conditions(settings.threads)
         np.save(ctx.out / "samples_ms.npy", samples)
         summary = summarize(samples)
@@ -94,22 +71,6 @@ class MeasureLatency(Op):
         summary["where"] = where
         (ctx.out / "latency.json").write_text(json.dumps(summary, indent=1))
         return OpResult(main="latency.json", format="latency", metadata=summary)
-
-
-def measure(run_once: Any, settings: MeasureSettings) -> np.ndarray:
-    """Time `run_once` until both iteration and time minimums are met; ms per run."""
-    import numpy as np
-
-    times: list[int] = []
-    started = time.perf_counter_ns()
-    min_ns = settings.min_seconds * 1e9
-    while len(times) < settings.max_iterations:
-        t0 = time.perf_counter_ns()
-        run_once()
-        times.append(time.perf_counter_ns() - t0)
-        if len(times) >= settings.min_iterations and time.perf_counter_ns() - started >= min_ns:
-            break
-    return np.asarray(times, dtype=np.float64) / 1e6
 
 
 class InterleavedTiming(Op):

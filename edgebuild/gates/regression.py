@@ -3,8 +3,8 @@
 Measuring the baseline and the candidate in *separate* runs compares two
 machine states as much as two models: on a shared machine the same model's
 median moves by 20–30 % between runs. So `run --baseline` measures both
-artifacts in one process, interleaved in blocks (A, B, A, B, …), and compares
-them block by block:
+artifacts in one process, interleaved in blocks (edgebuild/measure/timing.py),
+and compares them block by block:
 
     ratio_i = median(candidate block i) / median(baseline block i)
     estimate = median(ratio_i);  95 % CI from a bootstrap over blocks
@@ -20,17 +20,12 @@ verdict, for a threshold t:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from edgebuild.recipe.common import MeasureSettings
-
-BLOCK = 10  # runs per block: short enough to share a machine state, long enough for a median
 MIN_BLOCKS = 5  # fewer cannot support a confidence interval
-SETTLE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -62,38 +57,6 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"ratio": self.ratio, "ci95": [self.low, self.high], "threshold": self.threshold,
                 "blocks": self.blocks, "decision": self.decision}
-
-
-def measure_interleaved(run_baseline: Callable[[], Any], run_candidate: Callable[[], Any],
-                        settings: MeasureSettings) -> tuple[np.ndarray, np.ndarray]:
-    """Alternate blocks of timed runs until both get min_iterations and min_seconds pass.
-
-    Returns two (blocks × BLOCK) arrays of milliseconds.
-    """
-    import time
-
-    for _ in range(settings.warmup_iterations):
-        run_baseline()
-        run_candidate()
-    base: list[list[float]] = []
-    cand: list[list[float]] = []
-    started = time.perf_counter()
-    min_blocks = max(8, -(-settings.min_iterations // BLOCK))
-    max_blocks = max(min_blocks, settings.max_iterations // BLOCK)
-    while len(base) < max_blocks:
-        for run, out in ((run_baseline, base), (run_candidate, cand)):
-            # A runtime's worker threads keep spinning for tens of ms after a run; let
-            # them settle so one model's idle threads do not slow the other's block.
-            time.sleep(SETTLE_S)
-            times = []
-            for _ in range(BLOCK):
-                t0 = time.perf_counter_ns()
-                run()
-                times.append((time.perf_counter_ns() - t0) / 1e6)
-            out.append(times)
-        if len(base) >= min_blocks and time.perf_counter() - started >= settings.min_seconds:
-            break
-    return np.asarray(base), np.asarray(cand)
 
 
 def decide(baseline: np.ndarray, candidate: np.ndarray, threshold: float,

@@ -3,11 +3,8 @@
 Each candidate's own `measure-latency` stage ran at a different moment, and on
 a shared machine moments differ by ±20 %, so the minimum of those medians is
 partly a draw. This stage loads every candidate that passed its gates into one
-process and times them round-robin in blocks (regression.py explains why
-blocks), rotating who goes first each round::
-
-    round 1:  A A A … | B B B … | C C C …
-    round 2:  B B B … | C C C … | A A A …
+process and times them round-robin in blocks, rotating who goes first each round
+(the latency protocol, edgebuild/measure/timing.py).
 
 The candidate with the lowest median over all its runs wins; every other one
 is reported as a ratio to the winner with a 95 % interval from a bootstrap over
@@ -25,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import OpResult, StageContext
-from edgebuild.gates.latency import InterleavedTiming, conditions
+from edgebuild.gates.latency import InterleavedTiming
+from edgebuild.measure.conditions import conditions
+from edgebuild.measure.timing import time_blocks
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import load_backend
 
@@ -80,7 +79,7 @@ class Select(InterleavedTiming):
                 runner = stack.enter_context(backend.runner(
                     ctx.input(candidate.name), info, candidate.measure.get("threads")))
                 runs.append(_bind(runner, feeds))
-            blocks = measure_round_robin(runs, settings)
+            blocks = time_blocks(runs, settings)
         np.save(ctx.out / "blocks_ms.npy", blocks)
         ranking = rank(blocks, [c.name for c in p.candidates])
         return self.finish(ctx, "selection.json", ranking.to_json(), before)
@@ -88,43 +87,6 @@ class Select(InterleavedTiming):
 
 def _bind(runner: Any, feeds: dict[str, Any]) -> Callable[[], Any]:
     return lambda: runner.infer(feeds)
-
-
-def measure_round_robin(runs: list[Callable[[], Any]], settings: MeasureSettings) -> np.ndarray:
-    """Blocks of timed runs, candidate after candidate, the first rotating each round.
-
-    Stops when every candidate has `min_iterations` runs (at least 8 blocks) and
-    `min_seconds` per candidate have passed. Returns (candidates × rounds × BLOCK) ms.
-    """
-    import time
-
-    import numpy as np
-
-    from edgebuild.gates.regression import BLOCK, SETTLE_S
-
-    for run in runs:
-        for _ in range(settings.warmup_iterations):
-            run()
-    count = len(runs)
-    timed: list[list[list[float]]] = [[] for _ in runs]
-    min_rounds = max(8, -(-settings.min_iterations // BLOCK))
-    max_rounds = max(min_rounds, settings.max_iterations // BLOCK)
-    started = time.perf_counter()
-    for round_index in range(max_rounds):
-        for offset in range(count):
-            which = (round_index + offset) % count
-            # Let the previous runtime's worker threads go idle (see regression.py).
-            time.sleep(SETTLE_S)
-            times = []
-            for _ in range(BLOCK):
-                t0 = time.perf_counter_ns()
-                runs[which]()
-                times.append((time.perf_counter_ns() - t0) / 1e6)
-            timed[which].append(times)
-        elapsed = time.perf_counter() - started
-        if round_index + 1 >= min_rounds and elapsed >= settings.min_seconds * count:
-            break
-    return np.asarray(timed)
 
 
 @dataclass(frozen=True)

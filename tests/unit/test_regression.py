@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgebuild.gates.regression import decide, measure_interleaved
+from edgebuild.gates.regression import decide
+from edgebuild.measure.timing import time_one, time_pair
 from edgebuild.recipe.common import MeasureSettings
 
 
@@ -47,11 +48,19 @@ def test_unpaired_samples_and_too_few() -> None:
     assert decide(np.ones(3), np.ones(3), 0.1).decision == "undecided"
 
 
-def test_measure_interleaved_alternates_blocks() -> None:
+def test_a_pair_is_timed_in_blocks_with_the_first_rotating() -> None:
     calls: list[str] = []
     settings = MeasureSettings(warmup_iterations=1, min_iterations=20, min_seconds=0)
-    base, cand = measure_interleaved(lambda: calls.append("a"), lambda: calls.append("b"),
-                                     settings)
+    base, cand = time_pair(lambda: calls.append("a"), lambda: calls.append("b"), settings)
     assert base.shape == cand.shape and base.shape[1] == 10 and len(base) >= 8
     timed = calls[2:]  # after one warm-up each
     assert timed[:10] == ["a"] * 10 and timed[10:20] == ["b"] * 10
+    assert timed[20:30] == ["b"] * 10 and timed[30:40] == ["a"] * 10  # round 2: b first
+
+
+def test_one_artifact_is_timed_with_the_same_loop() -> None:
+    calls: list[int] = []
+    settings = MeasureSettings(warmup_iterations=2, min_iterations=25, min_seconds=0)
+    samples = time_one(lambda: calls.append(1), settings)
+    assert len(samples) == 30  # min_iterations rounded up to whole blocks
+    assert len(calls) == 32 and (samples >= 0).all()

@@ -15,7 +15,8 @@ from edgebuild.core.artifact import Artifact
 from edgebuild.errors import PlanError, RecipeError
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
-from edgebuild.gates.select import measure_round_robin, pareto_front, rank
+from edgebuild.gates.select import pareto_front, rank
+from edgebuild.measure.timing import time_blocks
 from edgebuild.plan.planner import Plan, build_plan, own_stages
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.common import MeasureSettings
@@ -429,7 +430,7 @@ def test_round_robin_rotates_who_goes_first() -> None:
     calls: list[str] = []
     runs = [lambda: calls.append("a"), lambda: calls.append("b"), lambda: calls.append("c")]
     settings = MeasureSettings(warmup_iterations=1, min_iterations=10, min_seconds=0)
-    blocks = measure_round_robin(runs, settings)
+    blocks = time_blocks(runs, settings)
     assert blocks.shape == (3, 8, 10)
     timed = calls[3:]
     firsts = [timed[i * 30] for i in range(8)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgebuild.gates.stats import quantile_ci, summarize
+from edgebuild.measure.stats import quantile_ci, summarize
 
 
 def test_summary_fields() -> None:
