@@ -1,9 +1,9 @@
-"""Hardware families whose backend this version does not have yet.
+"""The base of a hardware family whose backend this version does not have yet.
 
-They are declared like any backend (formats, extra), so a recipe naming the
-`iphone`, `jetson-orin-nano` or `snapdragon` profile validates and plans; the
-compile stage then fails with BackendUnavailable and where the work is tracked.
-Each is replaced by its own folder when its backend lands.
+Such a backend is declared like any other, in its own folder (formats, extra),
+so a recipe naming its profile validates and plans; the compile stage then fails
+with BackendUnavailable and where the work is tracked. The folder's placeholder
+is replaced by the real backend when it lands.
 """
 
 from __future__ import annotations
@@ -50,30 +50,3 @@ class PlannedBackend(Backend):
 
     def device_latency(self, *args: Any, **kwargs: Any) -> None:
         return None
-
-
-class CoreMlBackend(PlannedBackend):
-    name = "coreml"
-    summary = "Apple Core ML .mlpackage via coremltools"
-    accepts = ("pytorch", "onnx")
-    produces = "mlpackage"
-    extra = "coreml"
-    tracking = "the Core ML backend issue"
-
-
-class TensorRtBackend(PlannedBackend):
-    name = "tensorrt"
-    summary = "NVIDIA TensorRT engine (explicit QDQ INT8)"
-    accepts = ("onnx",)
-    produces = "tensorrt-engine"
-    extra = "tensorrt"
-    tracking = "the TensorRT backend issue"
-
-
-class QnnBackend(PlannedBackend):
-    name = "qnn"
-    summary = "Qualcomm QNN context binary via onnxruntime-qnn"
-    accepts = ("onnx",)
-    produces = "qnn-context"
-    extra = "qnn"
-    tracking = "the QNN backend issue"
