@@ -55,7 +55,7 @@ from edgebuild.execute.worker import context_from_recipe
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.reference import save_outputs
 from edgebuild.gates.regression import decide
-from edgebuild.measure.conditions import conditions
+from edgebuild.measure.conditions import CpuMeter, conditions
 from edgebuild.measure.stats import summarize
 from edgebuild.measure.timing import BLOCK, time_blocks
 from edgebuild.recipe.common import MeasureSettings
@@ -294,26 +294,6 @@ def markdown(rows: list[dict[str, Any]], photos: int) -> str:
     return "\n".join(lines)
 
 
-def cpu_seconds() -> tuple[float, float, float] | None:
-    """(wall, busy CPU seconds of the whole machine, CPU seconds of this process)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    except OSError:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    return time.monotonic(), busy, time.process_time()
-
-
-def others_share(start: tuple[float, float, float] | None) -> float | None:
-    """Share of all cores that other processes (or the hypervisor) used since `start`."""
-    end = cpu_seconds()
-    if start is None or end is None:
-        return None
-    wall, busy, own = (b - a for a, b in zip(start, end, strict=True))
-    return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
-
-
 def cpu_flags() -> list[str]:
     wanted = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile"}
     with contextlib.suppress(OSError):
@@ -415,9 +395,9 @@ def main() -> None:
         agreement(candidates, photos, Path(tmp))
         print(f"timing {len(candidates)} candidates, {args.rounds} rounds …", file=sys.stderr)
         before = conditions(args.threads)
-        usage = cpu_seconds()
+        meter = CpuMeter.start()
         round_robin(candidates, photos.feed(0), args.rounds, args.warmup)
-        others = others_share(usage)
+        others = meter.others_share() if meter is not None else None
         after = conditions(args.threads)
     rows = results(candidates)
     table = markdown(rows, len(photos))

@@ -15,16 +15,18 @@ same run competes for the cores.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.target import Target
 from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
-    pass
+    import numpy as np
 
 
 class MeasureLatency(Op):
@@ -48,7 +50,6 @@ class MeasureLatency(Op):
         import numpy as np
 
         from edgebuild.measure.stats import summarize
-        from edgebuild.measure.timing import time_one
 
         settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
@@ -60,17 +61,43 @@ class MeasureLatency(Op):
         (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
-            for _ in range(settings.warmup_iterations):
-                runner.infer(feeds)
-            samples = time_one(lambda: runner.infer(feeds), settings)
+            samples, busy = _timed(lambda: runner.infer(feeds), settings)
+            if _too_busy(busy, settings):
+                time.sleep(RETRY_PAUSE_S)  # one more try once the other work may be done
+                samples, busy = _timed(lambda: runner.infer(feeds), settings)
         after = conditions(settings.threads)
+        if _too_busy(busy, settings):
+            assert busy is not None
+            return OpResult(main="", format="latency", unmeasurable=(
+                f"not measurable here: other processes used {busy:.0%} of the CPU while "
+                f"timing, twice (limit {settings.max_busy_share:.0%}, measure.max_busy_share); "
+                "the figure would time them, not the model. Re-run on a quieter machine"))
         np.save(ctx.out / "samples_ms.npy", samples)
         summary = summarize(samples)
         summary["conditions"] = {**before, "load_average_after": after["load_average"],
+                                 "others_busy_share": busy,
                                  "settings": settings.model_dump()}
         summary["where"] = where
         (ctx.out / "latency.json").write_text(json.dumps(summary, indent=1))
         return OpResult(main="latency.json", format="latency", metadata=summary)
+
+
+RETRY_PAUSE_S = 5.0
+
+
+def _timed(run: Any, settings: MeasureSettings) -> tuple[np.ndarray, float | None]:
+    """The samples, and the share of the CPU other processes took meanwhile."""
+    from edgebuild.measure.conditions import CpuMeter
+    from edgebuild.measure.timing import time_one
+
+    meter = CpuMeter.start()
+    samples = time_one(run, settings)
+    return samples, meter.others_share() if meter is not None else None
+
+
+def _too_busy(busy: float | None, settings: MeasureSettings) -> bool:
+    limit = settings.max_busy_share
+    return limit is not None and busy is not None and busy > limit
 
 
 class InterleavedTiming(Op):

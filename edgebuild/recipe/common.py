@@ -33,6 +33,7 @@ class MeasureOverrides(Strict):
     min_seconds: float | None = Field(None, ge=0)
     max_iterations: int | None = Field(None, ge=5)
     threads: int | None = Field(None, ge=1)
+    max_busy_share: float | None = Field(None, gt=0, le=1)
 
     def apply(self, base: MeasureSettings) -> MeasureSettings:
         changes = {k: v for k, v in self.model_dump().items() if v is not None}

@@ -188,3 +188,33 @@ def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..
     store = Store(Path(api.default_cache_dir()))
     assert all(store.check(a) == "" for a in store.entries())
     assert len(list(store.entries())) == 6
+
+
+def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Path],
+                                                   tmp_path: Path) -> None:
+    """Timing while other processes take the CPU times them: the stage says so and
+    caches nothing, so a quiet re-run measures again."""
+    import os
+
+    recipe = tiny_project()
+    text = recipe.read_text().replace(
+        "measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}",
+        "measure: {warmup_iterations: 1, min_iterations: 50, min_seconds: 0.5, "
+        "max_busy_share: 0.2}")
+    recipe.write_text(text)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(os.cpu_count() or 2)]
+    try:
+        loaded = run(recipe, tmp_path / "out")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    latency = next(g for g in loaded.gates if g.gate == "latency")
+    assert latency.status.value == "unmeasurable", latency.message
+    assert "other processes used" in latency.message and "max_busy_share" in latency.message
+    stage = next(s for s in loaded.stages if s.op == "measure-latency")
+    assert stage.outcome == "unmeasurable" and not stage.cached
+    quiet = run(recipe, tmp_path / "out")
+    stage = next(s for s in quiet.stages if s.op == "measure-latency")
+    assert stage.outcome in ("built", "unmeasurable")  # measured again, not served from cache
