@@ -36,9 +36,17 @@ class EdgebuildError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.location: Location | None = None  # the recipe line that caused it, if known
+
+    def at(self, location: Location) -> EdgebuildError:
+        """This error, attributed to a recipe line (the first attribution wins)."""
+        if self.location is None:
+            self.location = location
+        return self
 
     def __str__(self) -> str:
-        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+        text = f"{self.location}: {self.message}" if self.location else self.message
+        return f"{text}\n  hint: {self.hint}" if self.hint else text
 
 
 @dataclass(frozen=True)

@@ -182,37 +182,52 @@ def build_plan(loaded: LoadedRecipe,
     plan = Plan(loaded, b.graph)
     from_torch = recipe.model.factory is not None
     source = None if from_torch else b.add("import-onnx", {}, {}, uses_source=True)
-    for name, entry in recipe.targets.items():
-        inherited = recipe.passes if entry.inherit_passes else []
-        passes: list[PassSpec] = [*inherited, *entry.passes]
-        if entry.search is None:
-            chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
-            plan.targets[name] = _measured(b, chain, passes, entry.gates, source,
-                                           (baselines or {}).get(name))
-            continue
-        candidates: dict[str, TargetStages] = {}
-        built: dict[str, str] = {}  # what a candidate builds -> its name
-        for candidate in loaded.searches[name]:
-            chain = _Chain(b, candidate.target_name, source, "pytorch" if from_torch else "onnx")
-            for spec in passes if candidate.inherit_passes else []:
-                chain.add(spec.name, spec.params)
-            chain.label = candidate.name
-            stages = _measured(b, chain, list(candidate.passes), entry.gates, source, None,
-                               always_latency=True)
-            identity = canonical_json([plan.stage(stages.compiled).inputs,
-                                       plan.stage(stages.compiled).params_json,
-                                       loaded.targets[candidate.target_name].digest_data()])
-            if identity in built:
-                raise PlanError(f"target '{name}': search candidates '{built[identity]}' and "
-                                f"'{candidate.name}' build the same thing",
-                                "remove one, or make their passes or options differ")
-            built[identity] = candidate.name
-            candidates[candidate.name] = stages
-        select = b.add("select", select_params(loaded, name, list(candidates)),
-                       {c: s.compiled for c, s in candidates.items()}, name, measures=True)
-        plan.targets[name] = TargetStages(compiled=select,
-                                          search=SearchStages(candidates, select))
+    for name in recipe.targets:
+        try:
+            _target(b, plan, name, source, from_torch, baselines)
+        except PlanError as exc:
+            # Name the recipe line: the target whose chain or search could not be built.
+            raise exc.at(loaded.doc.locate(("targets", name))[0]) from None
     return plan
+
+
+def _target(b: _Builder, plan: Plan, name: str, source: str | None, from_torch: bool,
+            baselines: dict[str, dict[str, Any]] | None) -> None:
+    """Add one target's stages (a chain, or a search's chains and its select)."""
+    loaded = b.loaded
+    entry = loaded.recipe.targets[name]
+    recipe = loaded.recipe
+    inherited = recipe.passes if entry.inherit_passes else []
+    passes: list[PassSpec] = [*inherited, *entry.passes]
+    if entry.search is None:
+        chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
+        plan.targets[name] = _measured(b, chain, passes, entry.gates, source,
+                                       (baselines or {}).get(name))
+        return
+    candidates: dict[str, TargetStages] = {}
+    built: dict[str, str] = {}  # what a candidate builds -> its name
+    for candidate in loaded.searches[name]:
+        chain = _Chain(b, candidate.target_name, source, "pytorch" if from_torch else "onnx")
+        for spec in passes if candidate.inherit_passes else []:
+            chain.add(spec.name, spec.params)
+        chain.label = candidate.name
+        stages = _measured(b, chain, list(candidate.passes), entry.gates, source, None,
+                           always_latency=True)
+        identity = canonical_json([plan.stage(stages.compiled).inputs,
+                                   plan.stage(stages.compiled).params_json,
+                                   loaded.targets[candidate.target_name].digest_data()])
+        if identity in built:
+            where = ("targets", name, "search", "candidates", candidate.origin)
+            raise PlanError(f"target '{name}': search candidates '{built[identity]}' and "
+                            f"'{candidate.name}' build the same thing",
+                            "remove one, or make their passes or options differ"
+                            ).at(loaded.doc.locate(where)[0])
+        built[identity] = candidate.name
+        candidates[candidate.name] = stages
+    select = b.add("select", select_params(loaded, name, list(candidates)),
+                   {c: s.compiled for c, s in candidates.items()}, name, measures=True)
+    plan.targets[name] = TargetStages(compiled=select,
+                                      search=SearchStages(candidates, select))
 
 
 def select_params(loaded: LoadedRecipe, target: str, names: list[str]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.digest import digest_json
 from edgebuild.data.digest import dataset_digest
-from edgebuild.errors import DataError, EdgebuildError
+from edgebuild.errors import DataError, EdgebuildError, Location
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.files import module_file, resolve_file, split_callable
@@ -60,16 +60,22 @@ class KeyResolver:
             try:
                 source = module_file(module, loaded.base_dir)
             except EdgebuildError as exc:
-                raise DataError(f"model.factory: {exc.message}", exc.hint) from None
+                raise DataError(f"model.factory: {exc.message}", exc.hint).at(
+                    self._where("model", "factory")) from None
             if source is not None:
                 files["factory"] = source
         for role, path in files.items():
             if not path.is_file():
-                raise DataError(f"model.{role}: file {path} not found")
+                raise DataError(f"model.{role}: file {path} not found",
+                                "paths are relative to the recipe file").at(
+                    self._where("model", role))
         return digest_json({
             "model": model.model_dump(mode="json"),
             "files": {role: self.stats.digest(path) for role, path in files.items()},
         })
+
+    def _where(self, *keys: str) -> Location:
+        return self.plan.recipe.doc.locate(keys)[0]
 
     def dataset(self, name: str) -> str:
         if name not in self._datasets:
@@ -78,7 +84,8 @@ class KeyResolver:
             try:
                 self._datasets[name] = dataset_digest(spec, loaded.base_dir, self.stats)
             except EdgebuildError as exc:
-                raise DataError(f"dataset '{name}': {exc.message}", exc.hint) from None
+                raise DataError(f"dataset '{name}': {exc.message}", exc.hint).at(
+                    self._where("datasets", name)) from None
         return self._datasets[name]
 
     def key(self, stage: Stage, inputs: dict[str, Artifact]) -> str:

@@ -76,6 +76,22 @@ def test_pytorch_pass_after_onnx_is_a_plan_error_naming_both(tmp_path: Path) -> 
         plan_of(tmp_path, text)
     assert "'export-onnx' takes pytorch" in info.value.message
     assert "'onnx-optimize' before it produces onnx" in info.value.message
+    # The error names the recipe line of the first target whose chain breaks.
+    assert info.value.location is not None and info.value.location.line == 11
+    assert str(info.value).startswith(f"{tmp_path / 'r.yaml'}:11:")
+
+
+def test_missing_source_file_names_its_line(tmp_path: Path) -> None:
+    from edgebuild.cache.store import Store
+    from edgebuild.errors import DataError
+    from edgebuild.plan.resolve import KeyResolver
+
+    plan = plan_of(tmp_path, RECIPE.replace('{factory: "m.py:build"}', "{onnx: gone.onnx}")
+                   .replace("  - export-onnx\n", ""))
+    with pytest.raises(DataError) as info:
+        _ = KeyResolver(plan, Store(tmp_path / "cache")).source_digest
+    assert info.value.location is not None and info.value.location.line == 2
+    assert "model.onnx: file" in info.value.message
 
 
 def test_measurement_stages_are_marked(tmp_path: Path) -> None:
