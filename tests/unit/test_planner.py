@@ -131,3 +131,14 @@ def test_search_candidates_share_identical_pass_stages(tmp_path: Path) -> None:
     assert plan.stage("reference").id == "reference"  # one FP32 reference for everyone
     assert sorted(plan.stage("select@host-cpu-fast").upstream) == [
         "compile@host-cpu-fast[fp16-basic]", "compile@host-cpu-fast[fp16]"]
+
+
+def test_a_backend_that_takes_pytorch_compiles_from_the_source(tmp_path: Path) -> None:
+    # The iphone profile's backend (coreml) accepts pytorch: no export in front of it,
+    # and its compile stage declares that it reads the model source (in its key).
+    text = RECIPE.replace("passes:\n  - export-onnx\n  - onnx-optimize\n", "").replace(
+        "  intel-cpu: {}", "  iphone: {}")
+    plan = plan_of(tmp_path, text)
+    compile_stage = plan.stage("compile@iphone")
+    assert compile_stage.inputs == () and compile_stage.uses_source
+    assert plan.stage("compile@host-cpu").upstream == ["export-onnx"]  # ONNX Runtime: exported
