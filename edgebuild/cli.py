@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgebuild import __version__
-from edgebuild.errors import EdgebuildError, ExitCode
+from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 
 if TYPE_CHECKING:
     from edgebuild.execute.result import StageRun
@@ -48,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", type=Path, default=None, metavar="REPORT",
                    help="report.json of an earlier run: also time its artifacts against "
                         "these, interleaved, and gate on the regression")
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="run stages on Dask: local[:N] (a loopback cluster) or "
+                        "tcp://HOST:PORT (default: $EDGEBUILD_CLUSTER, else this machine)")
+    p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
+                   help="with --cluster: how long a device stage waits for a worker "
+                        "holding its resource (default 60)")
     with_cache(p)
 
     p = sub.add_parser("compare", help="compare the latency samples of two reports")
@@ -60,6 +67,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", type=Path)
     p.add_argument("--format", choices=("text", "json", "dot", "mermaid"), default="text")
     with_cache(p)
+
+    p = sub.add_parser("worker", help="join a Dask scheduler as a build worker, or as a "
+                       "target's device (docs/distributed.md)")
+    p.add_argument("scheduler", help="the scheduler's address, tcp://HOST:PORT")
+    p.add_argument("--target", default=None, metavar="PROFILE",
+                   help="serve this target profile's device (its runs_on resource tag)")
+    p.add_argument("--name", default=None, help="the worker's name in the cluster")
+    p.add_argument("--nthreads", type=int, default=1,
+                   help="tasks at once, for a build worker (a device worker runs one)")
 
     p = sub.add_parser("validate", help="check a recipe and its target profiles")
     p.add_argument("recipe", type=Path)
@@ -111,7 +127,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = api.RunOptions(
         out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
-        progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline)
+        progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
+        cluster=args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None,
+        resource_timeout_s=args.resource_timeout)
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
@@ -165,6 +183,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     built, status = api.plan(args.recipe, args.cache_dir)
     print(render(built, status, args.format))
+    return ExitCode.OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from edgebuild.execute.cluster import serve_worker
+    from edgebuild.recipe.loader import load_profiles, profile_dirs
+
+    profile = None
+    if args.target is not None:
+        profiles = load_profiles(profile_dirs(Path.cwd() / "recipe.yaml"))
+        if args.target not in profiles:
+            raise EdgebuildError(f"no target profile named '{args.target}'",
+                                 did_you_mean(args.target, profiles) or "see `edgebuild targets`")
+        profile = profiles[args.target].profile
+    serve_worker(args.scheduler, profile, args.name, args.nthreads)
     return ExitCode.OK
 
 
@@ -275,7 +308,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return worst
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan,
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": cmd_worker,
             "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
             "passes": cmd_passes, "cache": cmd_cache}
 

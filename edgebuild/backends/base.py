@@ -115,6 +115,9 @@ class Backend(ABC):
     # Compile-stage metadata keys its runner needs besides the files (run --baseline
     # hands them to the baseline's runner).
     runner_metadata: ClassVar[tuple[str, ...]] = ()
+    # Compile must run on the target device itself (a TensorRT engine is built for the
+    # GPU it runs on): under a Dask cluster it is sent to the worker holding the device.
+    compiles_on_device: ClassVar[bool] = False
     implemented: ClassVar[bool] = True
 
     def options(self, target: Target) -> BaseModel:
@@ -143,10 +146,11 @@ class Backend(ABC):
         `purpose` is "accuracy" or "latency": a backend may check accuracy on a
         host interpreter while latency needs the real device.
         """
-        runs_on = target.runs_on.kind.value
-        if runs_on != "host":
-            return (f"not measurable here: target '{target.name}' runs on a {runs_on} "
-                    f"device and no {runs_on} runner is configured")
+        if not target.runs_here:
+            kind = target.runs_on.kind.value
+            hint = " (run with --cluster and a worker holding it)" if kind == "dask" else ""
+            return (f"not measurable here: target '{target.name}' runs on a {kind} "
+                    f"device and no {kind} runner is configured{hint}")
         arch = target.profile.device.arch
         if arch != platform.machine():
             return f"not measurable here: needs {arch}, this machine is {platform.machine()}"

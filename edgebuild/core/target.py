@@ -7,11 +7,20 @@ by string keys; it is serialised into a worker's stage spec with
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from edgebuild.core.profile import MeasureSettings, RunsOn, TargetProfile
+from edgebuild.core.profile import MeasureSettings, RunnerKind, RunsOn, TargetProfile
+
+# Set by a Dask worker for the stages it runs: its resource tags, comma-separated.
+# A target `runs_on: {kind: dask, resource: R}` runs *here* on a worker holding R.
+WORKER_RESOURCES_ENV = "EDGEBUILD_WORKER_RESOURCES"
+
+
+def worker_resources() -> set[str]:
+    return {r for r in os.environ.get(WORKER_RESOURCES_ENV, "").split(",") if r}
 
 
 class Target(BaseModel):
@@ -38,6 +47,14 @@ class Target(BaseModel):
     @property
     def runs_on(self) -> RunsOn:
         return self.profile.runs_on
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether this process is on the target's device: the build host for `host`,
+        a Dask worker holding the target's resource tag for `dask`."""
+        kind = self.runs_on.kind
+        return kind is RunnerKind.HOST or (
+            kind is RunnerKind.DASK and self.runs_on.resource in worker_resources())
 
     def digest_data(self) -> dict[str, Any]:
         """The profile as plain data: what enters a target-specific stage's key."""

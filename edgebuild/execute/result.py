@@ -31,6 +31,7 @@ class StageRun:
     log: Path | None = None
     started: float = 0.0  # wall clock (time.time) when its worker started, 0 if none
     finished: float = 0.0
+    worker: str = ""  # the Dask worker that ran it ('' for this machine)
 
 
 @dataclass

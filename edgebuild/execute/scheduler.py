@@ -32,6 +32,7 @@ from edgebuild.execute.task import StageTask, TaskOutcome, device_of, stage_spec
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.plan.stage import Stage
+from edgebuild.registry import backend_class
 
 SLOTS = "slots"
 
@@ -136,12 +137,14 @@ class Scheduler:
     def _startable(self, plan: Plan, pending: dict[str, Stage], result: ExecutionResult,
                    keys: dict[str, str], used: dict[str, int]) -> list[Stage]:
         """Ready stages, in plan order, whose resources fit beside what runs."""
+        ready = [s for s in pending.values()
+                 if s.id in keys and all(u in result.runs for u in s.upstream)]
+        if not ready:
+            return []  # asked only now: a remote executor connects on first need
         capacity = {SLOTS: self.executor.slots}
         taken = dict(used)
         chosen = []
-        for stage in pending.values():
-            if stage.id not in keys or not all(u in result.runs for u in stage.upstream):
-                continue
+        for stage in ready:
             needs = self._needs(plan, stage)
             if all(taken.get(r, 0) + n <= capacity.get(r, 1) for r, n in needs.items()):
                 chosen.append(stage)
@@ -154,7 +157,8 @@ class Scheduler:
         log = self.logs_dir / f"{re.sub(r'[^A-Za-z0-9_.@#-]', '_', stage.id)}.log"
         work = self.store.begin(key)
         task = StageTask(stage.id, stage_spec(plan, stage, _inputs(stage, result), work), log,
-                         device_of(plan, stage) if stage.measures else None)
+                         device_of(plan, stage) if stage.measures else None,
+                         _resource(plan, stage))
         started = _Started(stage, key, work, log, self._needs(plan, stage), time.perf_counter())
         return self.executor.submit(task), started
 
@@ -177,13 +181,29 @@ class Scheduler:
                             message=outcome.result.get("reason")
                             or outcome.result.get("message", ""),
                             hint=outcome.result.get("hint", ""), log=log,
-                            started=outcome.started, finished=outcome.finished)
+                            started=outcome.started, finished=outcome.finished,
+                            worker=outcome.extra.get("worker", ""))
         done = outcome.result
         metadata = {**done["metadata"], "main": done["main"], "stage": stage.id,
                     "op": stage.op, "seconds": done["seconds"]}
         artifact = self.store.commit(key, started.work, done["format"], metadata)
         return StageRun(stage, Outcome.BUILT, seconds, key, artifact, log=log,
-                        started=outcome.started, finished=outcome.finished)
+                        started=outcome.started, finished=outcome.finished,
+                        worker=outcome.extra.get("worker", ""))
+
+
+def _resource(plan: Plan, stage: Stage) -> str | None:
+    """The Dask resource tag a stage needs: the target's device, for the stages that
+    run on it (measurements, and compile for a backend that compiles on the device)."""
+    if stage.target is None:
+        return None
+    runs_on = plan.recipe.targets[stage.target].runs_on
+    if runs_on.kind is not RunnerKind.DASK:
+        return None
+    on_device = stage.measures or (
+        stage.op == "compile"
+        and backend_class(plan.recipe.targets[stage.target].backend).compiles_on_device)
+    return runs_on.resource if on_device else None
 
 
 def _inputs(stage: Stage, result: ExecutionResult) -> dict[str, Artifact]:

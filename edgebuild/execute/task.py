@@ -31,6 +31,9 @@ class StageTask:
     spec: dict[str, Any]  # JSON: op, params, inputs, io, target, declared datasets, source
     log: Path
     device: str | None = None  # measuring stages: the device they hold exclusively
+    # The Dask resource tag of the worker it must run on (runs_on: {kind: dask}):
+    # a target's measuring stages, and compile for a backend that compiles on the device.
+    resource: str | None = None
 
 
 @dataclass
@@ -68,7 +71,8 @@ def device_of(plan: Plan, stage: Stage) -> str:
     return f"{runs_on.kind.value}-{where}"
 
 
-def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path) -> dict[str, Any]:
+def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
+                      extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one stage in a fresh Python process; a crash becomes a failed result."""
     log.parent.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
@@ -76,7 +80,7 @@ def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path) -> dict[st
         spec_path = Path(folder) / "spec.json"
         result_path = Path(folder) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        env = {**os.environ, **QUIET_ENV, PARENT_ENV: str(os.getpid())}
+        env = {**os.environ, **QUIET_ENV, PARENT_ENV: str(os.getpid()), **(extra_env or {})}
         with log.open("w") as handle:
             proc = subprocess.run(
                 [sys.executable, "-m", "edgebuild.execute.worker", str(spec_path),

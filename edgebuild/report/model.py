@@ -23,6 +23,7 @@ class StageReport(BaseModel):
     hint: str = ""
     started: float = Field(0.0, description="Unix time its worker started (0: no worker).")
     finished: float = 0.0
+    worker: str = Field("", description="The Dask worker that ran it ('' for this machine).")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -32,6 +32,7 @@ from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.loader import LoadedRecipe
 
 if TYPE_CHECKING:
+    from edgebuild.execute.executor import StageExecutor
     from edgebuild.execute.result import ExecutionResult, Progress
     from edgebuild.execute.scheduler import Scheduler
     from edgebuild.gates.result import GateResult
@@ -49,11 +50,25 @@ class RunOptions:
     progress: Progress | None = None  # called with ('start'|'end', stage or run)
     baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
     extra_env: dict[str, str] = field(default_factory=dict)
+    # A Dask cluster to run stages on: "local[:N]" or "tcp://HOST:PORT"; None: this
+    # machine's worker processes ($EDGEBUILD_CLUSTER when the CLI does not say).
+    cluster: str | None = None
+    resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
+
+
+def make_executor(options: RunOptions, store: Store) -> StageExecutor:
+    """The executor behind the seam: local worker processes, or a Dask cluster."""
+    if options.cluster:
+        from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
+
+        return DaskExecutor(ClusterSpec.parse(options.cluster), options.resource_timeout_s)
+    from edgebuild.execute.local import LocalExecutor
+
+    return LocalExecutor(store.tmp, store.root / "locks", options.jobs)
 
 
 def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Report:
     """Build every target, evaluate gates, write the reports; returns the Report."""
-    from edgebuild.execute.local import LocalExecutor
     from edgebuild.execute.scheduler import Scheduler
     from edgebuild.run import search
 
@@ -75,7 +90,7 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     out = options.out or Path("build") / loaded.recipe.name
     out.mkdir(parents=True, exist_ok=True)
 
-    executor = LocalExecutor(store.tmp, store.root / "locks", options.jobs)
+    executor = make_executor(options, store)
 
     def scheduler(progress: Progress) -> Scheduler:
         return Scheduler(store, executor, out / "logs", options.policy, progress)
@@ -138,7 +153,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         seconds=round(run.seconds, 3), key=run.key,
         artifact_digest=run.artifact.digest if run.artifact else None,
         message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
-        started=run.started, finished=run.finished,
+        started=run.started, finished=run.finished, worker=run.worker,
         metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
                   if k not in ("main", "stage", "op", "conditions")},
     ) for run in (execution.runs[s.id] for s in built.order())]

@@ -1,0 +1,151 @@
+"""Stages on a real Dask cluster (loopback only): same results as a local run, device
+stages on the worker that holds the device, a clear verdict when none does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import edgebuild
+
+pytest.importorskip("distributed", reason="--cluster needs Dask distributed "
+                    "(extra: distributed)")
+pytestmark = pytest.mark.distributed
+
+BOARD = """\
+name: fake-board
+description: A board reached through a Dask worker tagged fake-board (this machine here).
+backend: onnxruntime
+device: {kind: cpu, arch: x86_64, name: loopback stand-in for a device}
+options: {graph_optimization_level: basic}
+runs_on: {kind: dask, resource: fake-board}
+measure: {warmup_iterations: 1, min_iterations: 20, min_seconds: 0.2, max_busy_share: null}
+"""
+
+
+def report(out: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((out / "report.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_local_cluster_builds_what_a_local_run_builds(tiny_project: Callable[..., Path],
+                                                      tmp_path: Path) -> None:
+    recipe = tiny_project()
+    env_cache = os.environ["EDGEBUILD_CACHE_DIR"]
+    local = edgebuild("run", str(recipe), "--out", str(tmp_path / "local"),
+                      "--cache-dir", str(tmp_path / "cache-local"))
+    assert local.returncode == 0, local.stderr
+    clustered = edgebuild("run", str(recipe), "--cluster", "local:2", "--out",
+                          str(tmp_path / "cluster"), "--cache-dir", env_cache)
+    assert clustered.returncode == 0, clustered.stderr
+    by_local = {s["id"]: s for s in report(tmp_path / "local")["stages"]}
+    by_cluster = {s["id"]: s for s in report(tmp_path / "cluster")["stages"]}
+    assert by_cluster.keys() == by_local.keys()
+    for sid, stage in by_cluster.items():
+        assert stage["key"] == by_local[sid]["key"], sid  # same keys on either executor
+        assert stage["worker"].startswith("tcp://127.0.0.1:"), sid
+        if stage["op"] not in ("measure-latency",):  # timings differ; everything else not
+            assert stage["artifact_digest"] == by_local[sid]["artifact_digest"], sid
+    verdicts = {(g["target"], g["gate"], g["status"])
+                for t in report(tmp_path / "cluster")["targets"] for g in t["gates"]}
+    assert verdicts == {(g["target"], g["gate"], g["status"])
+                        for t in report(tmp_path / "local")["targets"] for g in t["gates"]}
+    again = edgebuild("run", str(recipe), "--cluster", "local:2", "--out",
+                      str(tmp_path / "cluster"), "--cache-dir", env_cache)
+    assert again.returncode == 0 and "0 stages executed: all 6 cached" in again.stdout
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path) -> Iterator[str]:
+    """A real Dask scheduler on loopback, as a build farm would run it."""
+    address_file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(address_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not address_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.2)  # the file is written before it is complete at times
+        yield str(json.loads(address_file.read_text())["address"])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def start_worker(address: str, cwd: Path, *extra: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "edgebuild", "worker", address, *extra],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until it has joined
+        if "joined" in line:
+            return proc
+    raise AssertionError(f"worker did not join: exit {proc.wait()}")
+
+
+def board_project(tiny_project: Callable[..., Path]) -> Path:
+    recipe = tiny_project()
+    (recipe.parent / "targets").mkdir()
+    (recipe.parent / "targets" / "fake-board.yaml").write_text(BOARD)
+    text = recipe.read_text().replace("targets:\n  host-cpu:", "targets:\n  fake-board:")
+    recipe.write_text(text.replace(
+        "    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}\n", ""))
+    return recipe
+
+
+def test_device_stages_run_on_the_tagged_worker(tiny_project: Callable[..., Path],
+                                                tmp_path: Path, scheduler: str) -> None:
+    recipe = board_project(tiny_project)
+    device = start_worker(scheduler, recipe.parent, "--target", "fake-board", "--name", "board")
+    plain = start_worker(scheduler, recipe.parent, "--name", "builder")
+    try:
+        result = edgebuild("run", str(recipe), "--cluster", scheduler, "--out",
+                           str(tmp_path / "out"), cwd=recipe.parent)
+        assert result.returncode == 0, result.stdout + result.stderr
+        stages = report(tmp_path / "out")["stages"]
+        measuring = [s for s in stages if s["op"] in ("infer", "measure-latency")]
+        workers = {s["worker"] for s in measuring}
+        assert len(workers) == 1  # every device stage on the one worker holding the tag
+        info = subprocess.run(
+            [sys.executable, "-c", "import sys, distributed; c = distributed.Client(sys.argv[1]);"
+             "print({w['name']: a for a, w in c.scheduler_info(n_workers=-1)['workers'].items()})",
+             scheduler], capture_output=True, text=True, check=True)
+        assert workers == {eval(info.stdout)["board"]}  # noqa: S307 - our own repr
+        spans = sorted((s["started"], s["finished"]) for s in measuring)
+        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            assert start >= end  # measurements on the device never overlap
+    finally:
+        for proc in (device, plain):
+            proc.kill()
+            proc.wait()
+
+
+def test_no_worker_with_the_resource_is_not_measurable(tiny_project: Callable[..., Path],
+                                                        tmp_path: Path, scheduler: str) -> None:
+    recipe = board_project(tiny_project)
+    plain = start_worker(scheduler, recipe.parent, "--name", "builder")
+    try:
+        started = time.monotonic()
+        result = edgebuild("run", str(recipe), "--cluster", scheduler, "--resource-timeout",
+                           "3", "--keep-going", "--out", str(tmp_path / "out"),
+                           cwd=recipe.parent)
+        assert time.monotonic() - started < 120
+        assert result.returncode == 1, result.stdout + result.stderr  # policy: fail
+        assert "no worker with resource 'fake-board' joined scheduler" in result.stdout
+        assert "Traceback" not in result.stdout + result.stderr
+    finally:
+        plain.kill()
+        plain.wait()
+
+
+def test_worker_refuses_a_profile_that_is_not_a_device(tmp_path: Path) -> None:
+    result = edgebuild("worker", "tcp://127.0.0.1:1", "--target", "host-cpu")
+    assert result.returncode == 2
+    assert "does not run on a Dask worker" in result.stderr
