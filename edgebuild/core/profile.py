@@ -36,7 +36,7 @@ class MeasureSettings(Strict):
         None, ge=1, description="Inference threads; default: the backend's own choice."
     )
     max_busy_share: float | None = Field(
-        0.5, gt=0, le=1, description="Largest share of all cores that other processes may "
+        0.25, gt=0, le=1, description="Largest share of all cores that other processes may "
         "use while a latency is timed; beyond it the figure times them, so it is measured "
         "once more and then reported as not measurable (never cached as a clean figure). "
         "null: never judge.")
