@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from edgebuild.cache.store import Store
 from edgebuild.cli import main
+from tests.conftest import REPO
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,3 +55,10 @@ def test_cache_verify_removes_corrupt_entries(tmp_path: Path,
     assert [a.key for a in store.entries()] == ["a" * 64]
     assert main(["cache", "gc", "--older-than-days", "0", "--cache-dir", str(tmp_path)]) == 0
     assert list(store.entries()) == []
+
+
+def test_generated_docs_are_up_to_date() -> None:
+    """docs/*-reference.md and the JSON Schemas follow the classes (`make docs`)."""
+    result = subprocess.run([sys.executable, "scripts/gen_docs.py", "--check"], cwd=REPO,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

@@ -117,7 +117,7 @@ def test_device_stages_run_on_the_tagged_worker(tiny_project: Callable[..., Path
             [sys.executable, "-c", "import sys, distributed; c = distributed.Client(sys.argv[1]);"
              "print({w['name']: a for a, w in c.scheduler_info(n_workers=-1)['workers'].items()})",
              scheduler], capture_output=True, text=True, check=True)
-        assert workers == {eval(info.stdout)["board"]}  # noqa: S307 - our own repr
+        assert workers == {eval(info.stdout)["board"]}
         spans = sorted((s["started"], s["finished"]) for s in measuring)
         for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
             assert start >= end  # measurements on the device never overlap
