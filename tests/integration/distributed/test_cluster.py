@@ -3,6 +3,8 @@ stages on the worker that holds the device, a clear verdict when none does."""
 
 from __future__ import annotations
 
+import ast
+import itertools
 import json
 import os
 import subprocess
@@ -119,7 +121,7 @@ def test_device_stages_run_on_the_tagged_worker(tiny_project: Callable[..., Path
              scheduler], capture_output=True, text=True, check=True)
         assert workers == {eval(info.stdout)["board"]}
         spans = sorted((s["started"], s["finished"]) for s in measuring)
-        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert start >= end  # measurements on the device never overlap
     finally:
         for proc in (device, plain):
