@@ -3,7 +3,6 @@ stages on the worker that holds the device, a clear verdict when none does."""
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 import os
