@@ -193,6 +193,23 @@ class Search(Strict):
         return candidates
 
 
+class Unmeasurable(StrEnum):
+    """What a target that cannot be measured on this machine does to the run."""
+
+    FAIL = "fail"
+    WARN = "warn"
+
+
+class Policy(Strict):
+    """Run-wide decisions."""
+
+    unmeasurable: Unmeasurable = Field(
+        Unmeasurable.FAIL,
+        description="`fail`: a gate that cannot be measured here fails the run; "
+        "`warn`: it is reported and does not fail.",
+    )
+
+
 class TargetEntry(Strict):
     """One build of the model for one hardware profile."""
 
@@ -211,23 +228,9 @@ class TargetEntry(Strict):
     search: Search | None = Field(
         None, description="Try several configurations and keep the fastest that passes "
         "every gate (docs/recipes.md#search).")
-
-
-class Unmeasurable(StrEnum):
-    """What a target that cannot be measured on this machine does to the run."""
-
-    FAIL = "fail"
-    WARN = "warn"
-
-
-class Policy(Strict):
-    """Run-wide decisions."""
-
-    unmeasurable: Unmeasurable = Field(
-        Unmeasurable.FAIL,
-        description="`fail`: a gate that cannot be measured here fails the run; "
-        "`warn`: it is reported and does not fail.",
-    )
+    policy: Policy | None = Field(
+        None, description="This target's run-wide decisions, instead of the recipe's "
+        "(e.g. `unmeasurable: warn` for a phone target in a recipe CI gates on).")
 
 
 class Recipe(Strict):
@@ -246,6 +249,11 @@ class Recipe(Strict):
     targets: dict[str, TargetEntry] = Field(
         min_length=1, description="Builds by name; the name is the profile unless `profile:`.")
     policy: Policy = Field(default_factory=Policy)
+
+    def policy_for(self, target: str) -> Policy:
+        """The policy that decides for `target` (a search candidate: its target's)."""
+        entry = self.targets.get(target.split("[", 1)[0])
+        return entry.policy if entry is not None and entry.policy is not None else self.policy
 
     @field_validator("inputs")
     @classmethod

@@ -127,7 +127,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             if outcome.chosen is not None:
                 contained |= {sid for ids in owned[name].values() for sid in ids}
         else:
-            gates = evaluate_target(name, entry.gates, stages, execution, loaded.recipe.policy)
+            gates = evaluate_target(name, entry.gates, stages, execution,
+                                    loaded.recipe.policy_for(name))
         chosen = outcome is None or outcome.chosen is not None
         compiled = execution.runs[stages.compiled].artifact if chosen else None
         artifact_path = None
@@ -182,7 +183,7 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
     from edgebuild.run.search import CandidateState
 
     entry = loaded.recipe.targets[name]
-    policy = loaded.recipe.policy
+    policy = loaded.recipe.policy_for(name)
     if outcome.chosen is not None:
         stages = outcome.candidates[outcome.chosen].stages
         gates = evaluate_target(name, entry.gates, stages, execution, policy)

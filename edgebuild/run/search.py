@@ -300,7 +300,7 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
             return CandidateResult(name, stages, CandidateState.FAILED,
                                    f"stage '{run.stage.id}' failed: {run.message}")
     gates = evaluate_target(f"{target}[{name}]", entry.gates, stages, execution,
-                            plan.recipe.recipe.policy, keep_samples=False)
+                            plan.recipe.recipe.policy_for(target), keep_samples=False)
     if all(g.status is GateStatus.PASSED for g in gates):
         return CandidateResult(name, stages, CandidateState.PASSED, "", gates)
     bad = [g for g in gates if g.status is not GateStatus.PASSED]
@@ -393,7 +393,7 @@ def refine_status(plan: Plan, resolver: KeyResolver,
                 known = False
                 break
             gates = evaluate_target(f"{target}[{name}]", entry.gates, cand, execution,
-                                    plan.recipe.recipe.policy, keep_samples=False)
+                                    plan.recipe.recipe.policy_for(target), keep_samples=False)
             if all(g.status is GateStatus.PASSED for g in gates):
                 passing.append(name)
         if not known:

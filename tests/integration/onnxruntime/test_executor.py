@@ -218,3 +218,31 @@ def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Pa
     quiet = run(recipe, tmp_path / "out")
     stage = next(s for s in quiet.stages if s.op == "measure-latency")
     assert stage.outcome in ("built", "unmeasurable")  # measured again, not served from cache
+
+
+BOARD = """\
+name: remote-board
+description: A board only a Dask worker reaches, not measurable from this machine alone.
+backend: onnxruntime
+device: {kind: cpu, arch: x86_64, name: remote board}
+runs_on: {kind: dask, resource: remote-board}
+"""
+
+
+def test_a_target_policy_overrides_the_recipe_policy(tiny_project: Callable[..., Path],
+                                                     tmp_path: Path) -> None:
+    recipe = tiny_project()
+    (recipe.parent / "targets").mkdir()
+    (recipe.parent / "targets" / "remote-board.yaml").write_text(BOARD)
+    board = ("  remote-board:\n    gates: {latency: {budget_ms: 1000}}\n")
+    recipe.write_text(recipe.read_text() + board)
+    failing = run(recipe, tmp_path / "fail")
+    assert failing.exit_code == 1  # the recipe's policy: unmeasurable fails
+    gate = next(g for g in failing.gates if g.target == "remote-board")
+    assert gate.status.value == "unmeasurable" and "--cluster" in gate.message
+    recipe.write_text(recipe.read_text().replace(
+        board, board + "    policy: {unmeasurable: warn}\n"))
+    warned = run(recipe, tmp_path / "warn")
+    assert warned.exit_code == 0
+    gate = next(g for g in warned.gates if g.target == "remote-board")
+    assert gate.status.value == "unmeasurable" and "policy.unmeasurable: warn" in gate.message
