@@ -33,34 +33,53 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="recipes/quickstart.yaml")
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--baseline-tree", type=Path, default=None, metavar="DIR",
+                        help="another edgebuild source tree (e.g. a git worktree of an older "
+                             "commit): time its commands too, interleaved, and print ratios")
     args = parser.parse_args()
     import os
 
+    trees = {"this": REPO, **({"baseline": args.baseline_tree.resolve()}
+                              if args.baseline_tree else {})}
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "EDGEBUILD_CACHE_DIR": f"{tmp}/cache"}
-        out = f"{tmp}/out"
         edgebuild = [sys.executable, "-m", "edgebuild"]
-        print(f"warming the cache: edgebuild run {args.recipe}", file=sys.stderr)
-        cold = timed([*edgebuild, "run", "-q", args.recipe, "--out", out], env)
-        commands = {
-            "python -c pass (start-up)": [sys.executable, "-c", "pass"],
-            "edgebuild --help": [*edgebuild, "--help"],
-            "edgebuild plan": [*edgebuild, "plan", args.recipe],
-            "edgebuild run (fully cached)": [*edgebuild, "run", "-q", args.recipe, "--out", out],
-        }
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {
+            "python -c pass (start-up)": ([sys.executable, "-c", "pass"], dict(os.environ))}
+        colds = {}
+        for tree, root in trees.items():
+            # Each tree gets its own cache: their keys differ (edgebuild's code is in them).
+            env = {**os.environ, "EDGEBUILD_CACHE_DIR": f"{tmp}/cache-{tree}",
+                   "PYTHONPATH": str(root)}
+            out = f"{tmp}/out-{tree}"
+            recipe = str(root / args.recipe)
+            print(f"warming the cache ({tree}): edgebuild run {args.recipe}", file=sys.stderr)
+            colds[tree] = timed([*edgebuild, "run", "-q", recipe, "--out", out], env)
+            commands.update({
+                f"edgebuild --help [{tree}]": ([*edgebuild, "--help"], env),
+                f"edgebuild plan [{tree}]": ([*edgebuild, "plan", recipe], env),
+                f"edgebuild run (fully cached) [{tree}]":
+                    ([*edgebuild, "run", "-q", recipe, "--out", out], env),
+            })
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.repeat):
-            for name, argv in commands.items():
+            for name, (argv, env) in commands.items():
                 samples[name].append(timed(argv, env))
     base = statistics.median(samples["python -c pass (start-up)"])
-    print(f"\n`{args.recipe}`, {args.repeat} runs each, interleaved; cold run {cold:.1f} s\n")
+    cold = ", ".join(f"{tree} {seconds:.1f} s" for tree, seconds in colds.items())
+    print(f"\n`{args.recipe}`, {args.repeat} runs each, interleaved; cold run {cold}\n")
     print("| command | median s | p90 s | minus start-up s |")
     print("|---|---|---|---|")
+    medians = {}
     for name, values in samples.items():
         values.sort()
-        median = statistics.median(values)
+        median = medians[name] = statistics.median(values)
         p90 = values[int(0.9 * (len(values) - 1))]
         print(f"| {name} | {median:.3f} | {p90:.3f} | {median - base:.3f} |")
+    if args.baseline_tree:
+        print("\n| command | this / baseline (medians) |\n|---|---|")
+        for name in ("edgebuild --help", "edgebuild plan", "edgebuild run (fully cached)"):
+            ratio = medians[f"{name} [this]"] / medians[f"{name} [baseline]"]
+            print(f"| {name} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":
