@@ -24,8 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    done = subprocess.run(argv, cwd=REPO, env=env, check=False, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    # 1 is a gate verdict (a latency budget on a busy machine, say), not a broken command.
+    if done.returncode not in (0, 1):
+        sys.exit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
     return time.perf_counter() - started
 
 
