@@ -246,3 +246,47 @@ def test_a_target_policy_overrides_the_recipe_policy(tiny_project: Callable[...,
     assert warned.exit_code == 0
     gate = next(g for g in warned.gates if g.target == "remote-board")
     assert gate.status.value == "unmeasurable" and "policy.unmeasurable: warn" in gate.message
+
+
+def test_a_killed_run_leaves_no_worker_behind(tiny_project: Callable[..., Path],
+                                              tmp_path: Path) -> None:
+    """SIGKILL of `edgebuild run` mid-measurement: its worker dies with it (a measuring
+    orphan would keep timing after the device lock is gone), and a re-run resumes."""
+    import os
+    import re
+    import signal
+    import time
+
+    recipe = tiny_project()
+    slow = recipe.read_text().replace("min_seconds: 0}", "min_seconds: 60}")
+    recipe.write_text(slow)
+    out = tmp_path / "out"
+    main = subprocess.Popen([sys.executable, "-m", "edgebuild", "run", str(recipe), "--out",
+                             str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "logs" / "measure-latency@host-cpu.log"
+    deadline = time.monotonic() + 120
+    worker = None
+    while worker is None and time.monotonic() < deadline:
+        found = re.search(r"pid (\d+)", log.read_text()) if log.is_file() else None
+        worker = int(found.group(1)) if found else None
+        time.sleep(0.1)
+    assert worker is not None, "the measuring stage never started"
+    time.sleep(1.0)  # well inside the 60 s measurement
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    gone_by = time.monotonic() + 10
+    while time.monotonic() < gone_by:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError("the worker outlived the killed run")
+    recipe.write_text(slow.replace("min_seconds: 60}", "min_seconds: 0}"))
+    resumed = run(recipe, out)
+    assert resumed.exit_code == 0
+    # The target's measure settings are in its stages' keys; the shared ones resume.
+    cached = {s.id for s in resumed.stages if s.cached}
+    assert cached == {"import-onnx", "onnx-optimize", "reference"}
