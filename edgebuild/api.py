@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgebuild.cache.store import Store
-from edgebuild.plan.planner import Plan, build_plan
+from edgebuild.plan.planner import Plan, build_plan, select_targets
 from edgebuild.plan.resolve import KeyResolver, StageStatus
 from edgebuild.recipe.loader import LoadedRecipe, load_recipe
 from edgebuild.run.driver import RunOptions, write_reports
@@ -34,11 +34,12 @@ def load(recipe: Path) -> LoadedRecipe:
     return load_recipe(recipe)
 
 
-def plan(recipe: Path | LoadedRecipe, cache_dir: Path | None = None
-         ) -> tuple[Plan, dict[str, StageStatus]]:
-    """The build graph and, for each stage, whether it is cached or would run."""
+def plan(recipe: Path | LoadedRecipe, cache_dir: Path | None = None,
+         targets: list[str] | None = None) -> tuple[Plan, dict[str, StageStatus]]:
+    """The build graph and, for each stage, whether it is cached or would run;
+    `targets` (globs) limits it to those targets and their upstream stages."""
     loaded = recipe if isinstance(recipe, LoadedRecipe) else load_recipe(recipe)
-    built = build_plan(loaded)
+    built = build_plan(loaded, only=select_targets(loaded, targets) if targets else None)
     store = Store(cache_dir or default_cache_dir())
     resolver = KeyResolver(built, store)
     status = resolver.status()

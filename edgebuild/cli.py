@@ -34,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def with_targets(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--target", action="append", default=None, metavar="NAME",
+                       help="only this target and the stages it needs (repeatable; shell "
+                            "globs like 'host-*')")
+
     def with_cache(p: argparse.ArgumentParser) -> None:
         p.add_argument("--cache-dir", type=Path, default=None,
                        help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
@@ -52,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default=None, metavar="SPEC",
                    help="run stages on Dask: local[:N] (a loopback cluster) or "
                         "tcp://HOST:PORT (default: $EDGEBUILD_CLUSTER, else this machine)")
+    with_targets(p)
     p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
                    help="with --cluster: how long a device stage waits for a worker "
                         "holding its resource (default 60)")
@@ -66,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show the build graph and what would run")
     p.add_argument("recipe", type=Path)
     p.add_argument("--format", choices=("text", "json", "dot", "mermaid"), default="text")
+    with_targets(p)
     with_cache(p)
 
     p = sub.add_parser("worker", help="join a Dask scheduler as a build worker, or as a "
@@ -120,16 +127,17 @@ class ProgressPrinter:
 def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.execute.policy import FailurePolicy
-    from edgebuild.plan.planner import build_plan
+    from edgebuild.plan.planner import build_plan, select_targets
 
     loaded = api.load(args.recipe)
-    total = len(build_plan(loaded).graph)
+    only = select_targets(loaded, args.target) if args.target else None
+    total = len(build_plan(loaded, only=only).graph)
     options = api.RunOptions(
         out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
         progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
         cluster=args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None,
-        resource_timeout_s=args.resource_timeout)
+        resource_timeout_s=args.resource_timeout, targets=args.target)
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
@@ -181,7 +189,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.plan.render import render
 
-    built, status = api.plan(args.recipe, args.cache_dir)
+    built, status = api.plan(args.recipe, args.cache_dir, args.target)
     print(render(built, status, args.format))
     return ExitCode.OK
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.digest import canonical_json
-from edgebuild.errors import PlanError
+from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe
 from edgebuild.recipe.models import Gates, PassSpec
@@ -174,15 +174,28 @@ class _Chain:
         self.fmt, self.producer = op.produces, op_name
 
 
-def build_plan(loaded: LoadedRecipe,
-               baselines: dict[str, dict[str, Any]] | None = None) -> Plan:
-    """The stage graph; `baselines` (target -> CompareLatency params) adds A/B stages."""
+def select_targets(loaded: LoadedRecipe, patterns: list[str]) -> list[str]:
+    """The recipe's targets that match any of `patterns` (shell globs), in recipe order."""
+    import fnmatch
+
+    names = list(loaded.recipe.targets)
+    for pattern in patterns:
+        if not fnmatch.filter(names, pattern):
+            raise PlanError(f"--target {pattern}: no target of {loaded.path.name} matches",
+                            did_you_mean(pattern, names) or f"targets: {', '.join(names)}")
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None = None,
+               only: list[str] | None = None) -> Plan:
+    """The stage graph; `baselines` (target -> CompareLatency params) adds A/B stages;
+    `only` (target names) builds just those targets and what they depend on."""
     recipe = loaded.recipe
     b = _Builder(loaded)
     plan = Plan(loaded, b.graph)
     from_torch = recipe.model.factory is not None
     source = None if from_torch else b.add("import-onnx", {}, {}, uses_source=True)
-    for name in recipe.targets:
+    for name in only if only is not None else recipe.targets:
         try:
             _target(b, plan, name, source, from_torch, baselines)
         except PlanError as exc:

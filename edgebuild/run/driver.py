@@ -27,7 +27,7 @@ from edgebuild import __version__
 from edgebuild.cache.store import Store
 from edgebuild.errors import ExitCode
 from edgebuild.execute.policy import FailurePolicy
-from edgebuild.plan.planner import Plan, build_plan, own_stages
+from edgebuild.plan.planner import Plan, build_plan, own_stages, select_targets
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.loader import LoadedRecipe
 
@@ -54,6 +54,7 @@ class RunOptions:
     # machine's worker processes ($EDGEBUILD_CLUSTER when the CLI does not say).
     cluster: str | None = None
     resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
+    targets: list[str] | None = None  # globs: build and gate only these targets
 
 
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
@@ -79,7 +80,8 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         from edgebuild.report.baseline import baseline_artifacts
 
         baselines = baseline_artifacts(options.baseline)
-    built = build_plan(loaded, baselines)
+    only = select_targets(loaded, options.targets) if options.targets else None
+    built = build_plan(loaded, baselines, only)
     store = Store(cache_dir)
     resolver = KeyResolver(built, store)
     # User mistakes in files and datasets surface here, before any work starts.

@@ -142,3 +142,20 @@ def test_a_backend_that_takes_pytorch_compiles_from_the_source(tmp_path: Path) -
     compile_stage = plan.stage("compile@iphone")
     assert compile_stage.inputs == () and compile_stage.uses_source
     assert plan.stage("compile@host-cpu").upstream == ["export-onnx"]  # ONNX Runtime: exported
+
+
+def test_target_filter_keeps_only_those_targets_and_their_upstream(tmp_path: Path) -> None:
+    from edgebuild.plan.planner import select_targets
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE)
+    loaded = load_recipe(path)
+    assert select_targets(loaded, ["host-*", "rpi4"]) == ["host-cpu", "rpi4"]
+    plan = build_plan(loaded, only=["rpi4"])
+    assert set(plan.targets) == {"rpi4"}
+    assert {s.id for s in plan.order()} == {
+        "export-onnx", "onnx-optimize", "reference", "compile@rpi4", "infer@rpi4",
+        "measure-latency@rpi4"}
+    with pytest.raises(PlanError, match="no target of r.yaml matches") as info:
+        select_targets(loaded, ["rpi5"])
+    assert "did you mean 'rpi4'?" in info.value.hint
