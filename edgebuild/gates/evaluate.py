@@ -23,7 +23,15 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "min_top1_agreement": ("top1_agreement", ">="),
     "min_cosine": ("cosine", ">="),
     "max_abs_error": ("max_abs_error", "<="),
+    "max_relative_error": ("relative_error", "<="),
+    "min_psnr": ("psnr", ">="),
 }
+
+
+# The metrics a gate's one-line message names, by what the output holds.
+SHOWN = {"classification": ("top1", "top1_agreement", "cosine"),
+         "regression": ("cosine", "relative_error", "max_abs_error"),
+         "dense": ("psnr", "relative_error", "max_abs_error")}
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
@@ -32,8 +40,10 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
     """Every gate of one target (or search candidate); `keep_samples`: latency samples
     go into the latency gate's details (for `edgebuild compare`)."""
     results = []
-    if gates.accuracy is not None:
-        results.append(_accuracy(target, gates.accuracy, stages, execution, policy))
+    named = len(gates.accuracy_gates) > 1
+    for gate in gates.accuracy_gates:
+        name = f"accuracy[{gate.output}]" if named else "accuracy"
+        results.append(_accuracy(target, name, gate, stages, execution, policy))
     if gates.latency is not None:
         results.append(_latency(target, gates.latency, stages, execution, policy, keep_samples))
         if stages.compare is not None:
@@ -75,16 +85,22 @@ def _blocked(target: str, gate: str, run: StageRun | None, policy: Policy) -> Ga
     return None
 
 
-def _accuracy(target: str, gate: AccuracyGate, stages: TargetStages,
+def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
               execution: ExecutionResult, policy: Policy) -> GateResult:
     infer = execution.runs.get(stages.infer or "")
     reference = execution.runs.get(stages.reference or "")
     for run in (reference, infer):
-        blocked = _blocked(target, "accuracy", run, policy)
+        blocked = _blocked(target, name, run, policy)
         if blocked is not None:
             return blocked
     assert infer and infer.artifact and reference and reference.artifact
-    metrics = accuracy_metrics(infer.artifact.main, reference.artifact.main)
+    try:
+        metrics = accuracy_metrics(infer.artifact.main, reference.artifact.main, gate.output,
+                                   gate.task.value)
+    except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
+        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
+                          counts_as_failure=True, details={"dataset": gate.dataset},
+                          message=f"cannot compare on '{gate.dataset}': {exc}")
     limits: dict[str, float] = {}
     failures: list[str] = []
     for key, (metric, direction) in ACCURACY_CHECKS.items():
@@ -93,24 +109,28 @@ def _accuracy(target: str, gate: AccuracyGate, stages: TargetStages,
             continue
         limits[key] = limit
         if metric not in metrics:
-            failures.append(f"{metric} cannot be measured: dataset '{gate.dataset}' has no labels")
+            why = (f"the output has {int(metrics['classes'])} classes, so top-5 is always "
+                   "100 %" if metric == "top5" and "top1" in metrics
+                   else f"dataset '{gate.dataset}' has no labels")
+            failures.append(f"{metric} cannot be measured: {why}")
             continue
         value = metrics[metric]
         ok = value >= limit if direction == ">=" else value <= limit
         if not ok:
             failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
-    shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in
-                      ("top1", "top1_agreement", "cosine") if m in metrics)
+    shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
     n = int(metrics["samples"])
-    message = (f"on {n} samples of '{gate.dataset}': {shown}" +
+    of = f" (output '{gate.output}')" if gate.output else ""
+    message = (f"on {n} samples of '{gate.dataset}'{of}: {shown}" +
                (f"; failed: {'; '.join(failures)}" if failures else ""))
-    details: dict[str, Any] = {"dataset": gate.dataset}
+    details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
+                               "task": gate.task.value}
     layers = _layer_reports(stages, execution)
     if layers:
         details["layers"] = layers
         if failures:
             message += "; " + _explain(layers)
-    return GateResult(target=target, gate="accuracy", status=_status(not failures),
+    return GateResult(target=target, gate=name, status=_status(not failures),
                       counts_as_failure=bool(failures), measured=metrics, limits=limits,
                       details=details, message=message)
 

@@ -270,8 +270,8 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     # Compile.datasets, like any op's; a backend taking PyTorch reads the source.
     compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
-    if gates.accuracy is not None:
-        dataset = gates.accuracy.dataset
+    if gates.accuracy_gates:
+        dataset = gates.accuracy_gates[0].dataset  # one per target (Gates checks it)
         stages.reference = b.add("reference", {"dataset": dataset},
                                  {"model": source} if source else {}, uses_source=True)
         stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,

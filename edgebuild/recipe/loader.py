@@ -10,7 +10,7 @@ from typing import Any
 from edgebuild.core.datasets import dataset_refs
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
-from edgebuild.recipe.models import PassSpec, Recipe, TargetEntry
+from edgebuild.recipe.models import Gates, PassSpec, Recipe, TargetEntry
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import validate
@@ -129,12 +129,7 @@ class _CrossCheck:
         for name, entry in self.recipe.targets.items():
             loc = ("targets", name)
             self._passes(entry.passes, (*loc, "passes"))
-            accuracy = entry.gates.accuracy
-            if accuracy is not None and accuracy.dataset not in self.recipe.datasets:
-                self._add((*loc, "gates", "accuracy", "dataset"),
-                          f"no dataset named '{accuracy.dataset}'",
-                          did_you_mean(accuracy.dataset, self.recipe.datasets)
-                          or "declare it under `datasets:`")
+            self._accuracy(entry.gates, (*loc, "gates", "accuracy"))
             profile_name = entry.profile or name
             loaded = self.profiles.get(profile_name)
             if loaded is None:
@@ -236,6 +231,17 @@ class _CrossCheck:
             # Every dataset the params name, at any depth (accuracy_aware.dataset too).
             for path, dataset in dataset_refs(params) if params is not None else ():
                 self._dataset(dataset, (*here, spec.name, *path))
+
+    def _accuracy(self, gates: Gates, loc: tuple[str, ...]) -> None:
+        """Each accuracy gate's dataset and output exist (a list: at its index)."""
+        listed = isinstance(gates.accuracy, list)
+        for index, gate in enumerate(gates.accuracy_gates):
+            here = (*loc, str(index)) if listed else loc
+            self._dataset(gate.dataset, (*here, "dataset"))
+            if gate.output is not None and gate.output not in self.recipe.outputs:
+                self._add((*here, "output"), f"no model output named '{gate.output}'",
+                          did_you_mean(gate.output, self.recipe.outputs)
+                          or f"outputs: {', '.join(self.recipe.outputs)}")
 
     def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
         if name not in self.recipe.datasets:

@@ -85,10 +85,28 @@ def _percent(value: float | None) -> float | None:
     return value
 
 
+class AccuracyTask(StrEnum):
+    """What an output holds, which decides the metrics that mean something for it."""
+
+    CLASSIFICATION = "classification"  # class scores: top-k, agreement of the argmax
+    REGRESSION = "regression"  # values: boxes, landmarks, embeddings
+    DENSE = "dense"  # maps: segmentation, heat maps, depth
+
+
+CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement")
+
+
 class AccuracyGate(Strict):
-    """Task accuracy (with labels) or agreement with the FP32 PyTorch reference."""
+    """Task accuracy (with labels) or agreement with the FP32 reference, on one output."""
 
     dataset: str = Field(description="Name of a dataset in `datasets:`.")
+    output: str | None = Field(
+        None, description="The model output this gate checks (one of `outputs:`); default: "
+        "the first. Several outputs: a list of accuracy gates, one per output.")
+    task: AccuracyTask = Field(
+        AccuracyTask.CLASSIFICATION, description="`classification` (class scores), "
+        "`regression` (boxes, landmarks, embeddings) or `dense` (maps): top-k and agreement "
+        "limits are for classification only.")
     min_top1: float | None = Field(None, ge=0, le=100, description="Top-1 accuracy, percent.")
     min_top5: float | None = Field(None, ge=0, le=100, description="Top-5 accuracy, percent.")
     max_top1_drop: float | None = Field(
@@ -98,10 +116,19 @@ class AccuracyGate(Strict):
         None, ge=0, le=100, description="Samples whose top-1 class equals FP32's, percent."
     )
     min_cosine: float | None = Field(
-        None, ge=-1, le=1, description="Mean cosine similarity of outputs to FP32."
+        None, ge=-1, le=1, description="Mean per-sample cosine similarity to FP32; a sample "
+        "whose outputs are both numerically zero counts as 1 (a blank heat map)."
     )
     max_abs_error: float | None = Field(
         None, ge=0, description="Largest absolute output difference from FP32."
+    )
+    max_relative_error: float | None = Field(
+        None, ge=0, description="Mean per-sample ||out - FP32|| / ||FP32||, the denominator "
+        "floored at 1e-3 of the dataset's largest so near-zero samples cannot blow it up."
+    )
+    min_psnr: float | None = Field(
+        None, description="Peak signal-to-noise ratio vs FP32, dB, over the FP32 output's "
+        "range (dense maps)."
     )
 
     _check_percent = field_validator(
@@ -110,9 +137,16 @@ class AccuracyGate(Strict):
 
     @model_validator(mode="after")
     def _something_to_check(self) -> AccuracyGate:
-        limits = self.model_dump(exclude={"dataset"})
+        limits = self.model_dump(exclude={"dataset", "output", "task"})
         if all(v is None for v in limits.values()):
             raise ValueError(f"set at least one limit: {', '.join(limits)}")
+        if self.task is not AccuracyTask.CLASSIFICATION:
+            wrong = [k for k in CLASS_LIMITS if getattr(self, k) is not None]
+            if wrong:
+                raise ValueError(
+                    f"{', '.join(wrong)} compare class indices, which mean nothing for a "
+                    f"{self.task.value} output; use min_cosine, max_abs_error, "
+                    "max_relative_error or min_psnr")
         return self
 
 
@@ -135,9 +169,29 @@ class SizeGate(Strict):
 class Gates(Strict):
     """The gates of one target; each is optional."""
 
-    accuracy: AccuracyGate | None = None
+    accuracy: AccuracyGate | list[AccuracyGate] | None = Field(
+        None, description="One accuracy gate, or a list of them (one per output, same dataset).")
     latency: LatencyGate | None = None
     size: SizeGate | None = None
+
+    @property
+    def accuracy_gates(self) -> list[AccuracyGate]:
+        if self.accuracy is None:
+            return []
+        return self.accuracy if isinstance(self.accuracy, list) else [self.accuracy]
+
+    @model_validator(mode="after")
+    def _one_dataset_per_target(self) -> Gates:
+        gates = self.accuracy_gates
+        if isinstance(self.accuracy, list) and not gates:
+            raise ValueError("`accuracy: []` checks nothing; remove it or add a gate")
+        if len({g.dataset for g in gates}) > 1:
+            raise ValueError("the accuracy gates of one target share one dataset "
+                             "(it is inferred once)")
+        outputs = [g.output for g in gates]
+        if len(set(outputs)) != len(outputs):
+            raise ValueError("two accuracy gates check the same output; name each `output:`")
+        return self
 
 
 CANDIDATE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"

@@ -38,7 +38,7 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
         if compiled is not None and compiled.artifact is not None:
             row.size_mb = round(compiled.artifact.size_bytes / 1e6, 3)
         for gate in result.gates:
-            if gate.gate == "accuracy":
+            if gate.gate.startswith("accuracy"):
                 row.top1_agreement = gate.measured.get("top1_agreement")
                 row.cosine = gate.measured.get("cosine")
                 row.top1 = gate.measured.get("top1")

@@ -315,7 +315,7 @@ def _failure(gate: GateResult) -> str:
     if gate.gate == "latency" and gate.status is GateStatus.FAILED:
         key = f"p{int(gate.limits['percentile'])}"
         return f"{key} {gate.measured[key]:.3g} ms > {gate.limits['budget_ms']:g} ms"
-    if gate.gate == "accuracy" and gate.status is GateStatus.FAILED:
+    if gate.gate.startswith("accuracy") and gate.status is GateStatus.FAILED:
         from edgebuild.gates.evaluate import ACCURACY_CHECKS
 
         found = []
