@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from edgebuild.recipe.common import FileRef, MeasureOverrides, Strict
 from edgebuild.recipe.datasets import DatasetSpec
@@ -166,10 +166,21 @@ class SizeGate(Strict):
     max_mb: float = Field(gt=0, description="Largest artifact size, MB (10^6 bytes).")
 
 
+def _one_or_many(value: Any) -> str:
+    return "many" if isinstance(value, list) else "one"
+
+
+# Tagged by shape, so a mistake inside a single gate is reported once, not also as
+# "input should be a valid list".
+OneOrMoreAccuracyGates = Annotated[
+    Annotated[AccuracyGate, Tag("one")] | Annotated[list[AccuracyGate], Tag("many")],
+    Discriminator(_one_or_many)]
+
+
 class Gates(Strict):
     """The gates of one target; each is optional."""
 
-    accuracy: AccuracyGate | list[AccuracyGate] | None = Field(
+    accuracy: OneOrMoreAccuracyGates | None = Field(
         None, description="One accuracy gate, or a list of them (one per output, same dataset).")
     latency: LatencyGate | None = None
     size: SizeGate | None = None

@@ -156,6 +156,6 @@ def test_target_filter_keeps_only_those_targets_and_their_upstream(tmp_path: Pat
     assert {s.id for s in plan.order()} == {
         "export-onnx", "onnx-optimize", "reference", "compile@rpi4", "infer@rpi4",
         "measure-latency@rpi4"}
-    with pytest.raises(PlanError, match="no target of r.yaml matches") as info:
+    with pytest.raises(PlanError, match=r"no target of r\.yaml matches") as info:
         select_targets(loaded, ["rpi5"])
     assert "did you mean 'rpi4'?" in info.value.hint
