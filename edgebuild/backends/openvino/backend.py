@@ -74,9 +74,9 @@ class OpenVinoOptions(BaseModel):
         None, ge=1, description="INFERENCE_NUM_THREADS (CPU) when the target's "
         "`measure.threads` is not set.")
     shapes: Shapes = Field(
-        Shapes.STATIC, description="`static`: fix every input shape in the IR (dynamic "
-        "dimensions become 1 unless `input_shapes` says otherwise); `dynamic`: keep the "
-        "model's dynamic dimensions.")
+        Shapes.STATIC, description="`static`: fix every input shape in the IR (a dynamic "
+        "dimension takes the recipe's declared example shape unless `input_shapes` says "
+        "otherwise); `dynamic`: keep the model's dynamic dimensions.")
     input_shapes: dict[str, list[int]] = Field(
         default_factory=dict, description="With `shapes: static`: input name -> shape.")
 
@@ -97,6 +97,7 @@ class OpenVinoBackend(Backend):
     produces = "openvino-ir"
     Options = OpenVinoOptions
     tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
+    version = 2  # 2: dynamic dimensions of a static IR take the declared shape, not 1
     extra = "openvino"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -110,7 +111,8 @@ class OpenVinoBackend(Backend):
         else:  # an IR from `openvino-quantize`: its outputs are named already
             ov_model = ov.Core().read_model(str(model.main))
             quantization = model.metadata.get("quantization", {}).get("path", "unknown")
-        shapes = _reshape(ov, ov_model, options)
+        declared = {t["name"]: list(t["shape"]) for t in ctx.io.inputs}
+        shapes = _reshape(ov, ov_model, options, declared)
         destination = ctx.out / "model.xml"
         ov.save_model(ov_model, str(destination), compress_to_fp16=options.compress_to_fp16)
         graph = ir.ir_stats(destination)
@@ -176,8 +178,14 @@ def runtime_config(options: OpenVinoOptions, threads: int | None) -> dict[str, A
     return config
 
 
-def _reshape(ov: Any, model: Any, options: OpenVinoOptions) -> dict[str, str]:
-    """Apply `shapes`/`input_shapes`; returns each input's shape as written in the IR."""
+def _reshape(ov: Any, model: Any, options: OpenVinoOptions,
+             declared: dict[str, list[int]]) -> dict[str, str]:
+    """Apply `shapes`/`input_shapes`; returns each input's shape as written in the IR.
+
+    A dynamic dimension of a static IR takes the recipe's declared example shape (the
+    shape the model was exported, calibrated and is measured at), never 1: an image
+    model fixed at 1×1 pixels compiles, and then no real input fits it.
+    """
     names = [i.get_any_name() for i in model.inputs]
     unknown = sorted(set(options.input_shapes) - set(names))
     if unknown:
@@ -194,11 +202,19 @@ def _reshape(ov: Any, model: Any, options: OpenVinoOptions) -> dict[str, str]:
                                      f"input is {current}", "give one size per dimension")
                 new[name] = ov.PartialShape(wanted)
             elif current.is_dynamic:
-                if current.rank.is_dynamic:
-                    raise StageError(f"input '{name}' has an unknown rank; a static IR needs "
-                                     "its shape", f"set options.input_shapes.{name}")
-                new[name] = ov.PartialShape([d.get_length() if d.is_static else 1
-                                             for d in current])
+                example = declared.get(name)
+                if example is None or (current.rank.is_static
+                                       and current.rank.get_length() != len(example)):
+                    raise StageError(
+                        f"input '{name}' is {current}: a static IR needs its shape, and the "
+                        "recipe declares " + (f"{example}" if example else "no such input"),
+                        f"set options.input_shapes.{name}, or `shapes: dynamic`")
+                for dim, size in zip(current, example, strict=True):
+                    if dim.is_static and dim.get_length() != size:
+                        raise StageError(f"input '{name}' is {current}, the recipe declares "
+                                         f"{example}", "make the recipe's `inputs:` shape "
+                                         "match the model")
+                new[name] = ov.PartialShape(example)
         if new:
             model.reshape(new)
     return {name: str(port.get_partial_shape()) for port, name in zip(model.inputs, names,

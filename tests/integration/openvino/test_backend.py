@@ -35,10 +35,13 @@ def artifact(path: Path, fmt: str) -> Artifact:
                     {"main": path.name})
 
 
-def compile_ir(model: Path, target: Target, out: Path) -> Any:
+def compile_ir(model: Path, target: Target, out: Path,
+               inputs: list[dict[str, Any]] | None = None) -> Any:
     """The backend's compile as the compile stage calls it (the ONNX file as its input)."""
+    io = {"inputs": inputs if inputs is not None else [{"name": "x", "shape": [1, 4]}],
+          "outputs": []}
     ctx = context_from_recipe("compile@intel-cpu", {"model": artifact(model, "onnx")}, out,
-                              {"inputs": [], "outputs": []}, out)
+                              io, out)
     return load_backend("openvino").compile(ctx, target)
 
 
@@ -163,6 +166,17 @@ def test_static_dynamic_and_explicit_shapes(tmp_path: Path) -> None:
     with pytest.raises(StageError, match="not model inputs") as err:
         compile_ir(model, target(input_shapes={"image": [1, 4]}), tmp_path)
     assert "model inputs: x" in str(err.value)
+
+
+def test_a_static_ir_takes_the_declared_shape_not_1(tmp_path: Path) -> None:
+    """The bug seen on a text detector with dynamic H/W: `shapes: static` made every
+    dynamic dimension 1, so compile passed and no real input fitted the IR."""
+    model = dynamic_tiny(tmp_path / "dyn.onnx")
+    metadata = compile_ir(model, target(), tmp_path, [{"name": "x", "shape": [8, 4]}]).metadata
+    assert metadata["shapes"] == {"x": "[8,4]"}
+    with pytest.raises(StageError, match="the recipe declares") as err:
+        compile_ir(model, target(), tmp_path, [{"name": "x", "shape": [8, 5]}])
+    assert "match the model" in err.value.hint
 
 
 def test_dynamic_ir_gives_each_sample_its_own_output(tmp_path: Path) -> None:
