@@ -24,14 +24,13 @@ from edgebuild.backends.tflite.device import (
     DeviceDelegate,
     benchmark,
     benchmark_command,
-    find_adb,
     parse_benchmark_output,
-    parse_devices,
-    select_device,
     to_result,
     unavailable_reason,
 )
+from edgebuild.devices.adb import find_adb
 from edgebuild.errors import StageError
+from tests.unit.test_adb import DEVICES_NONE, DEVICES_ONE, DEVICES_TWO
 
 # --- Recorded benchmark_model output -----------------------------------------------------
 
@@ -207,25 +206,6 @@ PERCENTILES_XNNPACK = """\
 07-08 15:34:26.202 I/tflite  ( 5395): Memory footprint delta from the start of the tool (MB): init=286.73 overall=337
 """
 
-# --- Recorded adb output ----------------------------------------------------------------
-
-# `adb devices -l`. Sources: https://github.com/prife/goadb/issues/2 and
-# https://github.com/cocool97/adb_client/pull/94 (one device line each).
-DEVICES_TWO = """\
-List of devices attached
-UYT5T18414003349       device usb:1114112X product:ALP-AL00 model:ALP_AL00 device:HWALP transport_id:23
-n311r05e               device usb:0-1.5 product:alioth model:M2012K11AC device:alioth transport_id:58
-"""
-DEVICES_ONE = "List of devices attached\n" + DEVICES_TWO.splitlines()[1] + "\n"
-# `adb devices` (short form). Sources: Paddle-Lite benchmark docs
-# (https://paddlepaddle.github.io/Paddle-Lite/v2.1.0/benchmark_tools/), pastebin
-# https://pastebin.com/tHXQQd3F and https://pastebin.com/1UfFbyWZ.
-DEVICES_SHORT = "List of devices attached\n712QSDSEMMS7C\tdevice\n"
-DEVICE_OFFLINE = "List of devices attached\nSH12ARX01601\toffline\n"
-DEVICE_NO_PERMISSIONS = "List of devices attached\n????????????\tno permissions\n"
-DEVICES_NONE = "List of devices attached\n\n"
-
-
 # --- Parsing ------------------------------------------------------------------------------
 
 
@@ -322,39 +302,6 @@ def test_fewer_runs_than_asked_is_noted() -> None:
                                   "max_secs limit)"
 
 
-def test_parse_devices_long_and_short_forms() -> None:
-    first, second = parse_devices(DEVICES_TWO)
-    assert (first.serial, first.state, first.ready) == ("UYT5T18414003349", "device", True)
-    assert dict(first.details) == {"usb": "1114112X", "product": "ALP-AL00",
-                                   "model": "ALP_AL00", "device": "HWALP",
-                                   "transport_id": "23"}
-    assert second.details["model"] == "M2012K11AC" and second.details["usb"] == "0-1.5"
-    assert [(d.serial, d.state) for d in parse_devices(DEVICES_SHORT)] == [
-        ("712QSDSEMMS7C", "device")]
-    assert parse_devices(DEVICE_OFFLINE)[0].state == "offline"
-    assert parse_devices(DEVICE_NO_PERMISSIONS)[0].state == "no permissions"
-    assert parse_devices(DEVICES_NONE) == []
-    assert parse_devices("* daemon not running; starting now at tcp:5037\n"
-                         "* daemon started successfully\n" + DEVICES_NONE) == []
-
-
-def test_select_device_reasons() -> None:
-    two = parse_devices(DEVICES_TWO)
-    reason = select_device(two, None)
-    assert isinstance(reason, str) and reason.startswith("not measurable here: 2 Android")
-    assert "UYT5T18414003349 (ALP_AL00)" in reason and "device_serial" in reason
-    chosen = select_device(two, "n311r05e")
-    assert not isinstance(chosen, str) and chosen.serial == "n311r05e"
-    assert select_device([], None) == ("not measurable here: no Android device attached "
-                                       "(`adb devices` lists none)")
-    missing = select_device(two, "emulator-5554")
-    assert isinstance(missing, str) and "emulator-5554 is not attached" in missing
-    offline = select_device(parse_devices(DEVICE_OFFLINE), None)
-    assert isinstance(offline, str) and "SH12ARX01601 is offline" in offline
-    unauthorized = select_device([device.AdbDevice("R58M", "unauthorized")], "R58M")
-    assert isinstance(unauthorized, str) and "USB debugging prompt" in unauthorized
-
-
 def test_benchmark_command_and_delegate_flags() -> None:
     assert benchmark_command("/data/local/tmp/benchmark_model", "/data/local/tmp/m.tflite",
                              DeviceDelegate.NNAPI, 4, 10, 100) == [
@@ -384,16 +331,6 @@ def test_no_adb_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "platform-tools" in reason
     with pytest.raises(StageError, match="adb not found"):
         benchmark(tmp_path / "model.tflite")
-
-
-def test_adb_from_android_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tools = tmp_path / "sdk" / "platform-tools"
-    tools.mkdir(parents=True)
-    adb = tools / "adb"
-    adb.write_text("#!/bin/sh\nexit 0\n")
-    adb.chmod(0o755)
-    assert find_adb({"PATH": str(tmp_path / "nowhere"), "ANDROID_HOME": str(tmp_path / "sdk")}
-                    ) == adb
 
 
 FAKE_ADB = '''#!{python}

@@ -1,6 +1,7 @@
-"""On-device latency: TFLite's `benchmark_model` on an Android phone, driven over adb.
+"""On-device latency: TFLite's `benchmark_model` on an Android phone, driven over adb
+(the phone itself is found by edgebuild/devices/adb.py, shared with other backends).
 
-    find adb -> `adb devices -l` -> pick the phone -> benchmark_model on it?
+    adb.connect(serial) -> benchmark_model on it?
         -> adb push model.tflite -> adb shell benchmark_model --graph=... --use_nnapi=true
         -> parse its log: run statistics (us), delegate messages, memory -> ms figures
 
@@ -21,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import shlex
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,9 +31,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from edgebuild.devices.adb import (
+    DEVICE_DIR,
+    AdbDevice,
+    Phone,
+    connect,
+    run,
+)
 from edgebuild.errors import StageError
 
-DEVICE_DIR = "/data/local/tmp"
 DEVICE_BINARY = f"{DEVICE_DIR}/benchmark_model"
 PUSHED_BINARY = f"{DEVICE_DIR}/edgebuild_benchmark_model"
 PREBUILT_URL = ("https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/"
@@ -45,8 +50,6 @@ GET_BINARY = (f"download the prebuilt nightly android_aarch64_benchmark_model ({
               f"`adb push android_aarch64_benchmark_model {DEVICE_BINARY}` and "
               f"`adb shell chmod +x {DEVICE_BINARY}`, or set the target option "
               "`benchmark_model` to its host path")
-PLATFORM_TOOLS = "https://developer.android.com/tools/releases/platform-tools"
-
 # Kernel names in "Replacing N out of M node(s) with delegate (<name>) node".
 KERNEL_NAMES = {"nnapi": ("TfLiteNnapiDelegate",),
                 "gpu": ("TfLiteGpuDelegateV2", "TfLiteGpuDelegate"),
@@ -72,152 +75,36 @@ class DeviceDelegate(StrEnum):
 
 
 @dataclass(frozen=True)
-class AdbDevice:
-    """One line of `adb devices -l`: serial, state ("device" when usable) and details."""
-
-    serial: str
-    state: str
-    details: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def ready(self) -> bool:
-        return self.state == "device"
-
-    def describe(self) -> str:
-        model = self.details.get("model")
-        return f"{self.serial} ({model})" if model else self.serial
-
-
-# ---------------------------------------------------------------- finding the phone
-
-
-def find_adb(env: Mapping[str, str] | None = None) -> Path | None:
-    """adb from PATH, else $ANDROID_HOME (or the older $ANDROID_SDK_ROOT)/platform-tools."""
-    env = os.environ if env is None else env
-    found = shutil.which("adb", path=env.get("PATH", ""))
-    if found:
-        return Path(found)
-    for var in ("ANDROID_HOME", "ANDROID_SDK_ROOT"):
-        if env.get(var):
-            candidate = Path(env[var]) / "platform-tools" / "adb"
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-    return None
-
-
-def parse_devices(text: str) -> list[AdbDevice]:
-    """Devices from `adb devices` or `adb devices -l` output.
-
-    The long form is `"%-22s %s"` (serial, state) then optional ` usb:...`, `product:`,
-    `model:`, `device:` and ` transport_id:N` (adb transport.cpp `append_transport`);
-    the short form is `serial<TAB>state`. A state can hold spaces ("no permissions (...)").
-    """
-    devices = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("List of devices", "*", "adb server", "adb: ")):
-            continue
-        if "\t" in line:
-            serial, rest = line.split("\t", 1)
-        else:
-            serial, _, rest = line.partition(" ")
-        details: dict[str, str] = {}
-        state_words = []
-        for word in rest.split():
-            key, sep, value = word.partition(":")
-            if sep and key in ("product", "model", "device", "transport_id", "usb"):
-                details[key] = value
-            else:
-                state_words.append(word)
-        devices.append(AdbDevice(serial.strip(), " ".join(state_words), details))
-    return devices
-
-
-def _state_hint(device: AdbDevice) -> str:
-    if device.state == "unauthorized":
-        return "accept the USB debugging prompt on the phone"
-    if device.state == "offline":
-        return "reconnect it or run `adb kill-server`"
-    if device.state.startswith("no permissions"):
-        return "fix the udev rules for the phone's USB id"
-    return "it must be in the 'device' state"
-
-
-def select_device(devices: Sequence[AdbDevice], serial: str | None) -> AdbDevice | str:
-    """The device to use, or a reason starting with "not measurable here:"."""
-    if serial:
-        match = [d for d in devices if d.serial == serial]
-        if not match:
-            listed = ", ".join(d.serial for d in devices) or "none"
-            return (f"not measurable here: Android device {serial} is not attached "
-                    f"(`adb devices` lists: {listed})")
-        if not match[0].ready:
-            return (f"not measurable here: Android device {serial} is {match[0].state}; "
-                    f"{_state_hint(match[0])}")
-        return match[0]
-    if not devices:
-        return "not measurable here: no Android device attached (`adb devices` lists none)"
-    ready = [d for d in devices if d.ready]
-    if not ready:
-        d = devices[0]
-        return (f"not measurable here: no usable Android device: {d.serial} is {d.state}; "
-                f"{_state_hint(d)}")
-    if len(ready) > 1:
-        names = ", ".join(d.describe() for d in ready)
-        return (f"not measurable here: {len(ready)} Android devices attached ({names}); set "
-                "the target option `device_serial` (or $ANDROID_SERIAL) to pick one")
-    return ready[0]
-
-
-def _run(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise StageError(f"{what} did not finish in {timeout:g} s",
-                         "check the phone is awake and `adb devices` answers") from err
-    except OSError as err:
-        raise StageError(f"{what} could not start: {err}",
-                         f"install Android platform-tools ({PLATFORM_TOOLS})") from err
-
-
-@dataclass(frozen=True)
 class _Phone:
-    adb: Path
-    device: AdbDevice
+    """A phone ready for benchmark_model: where it is, and the binary to run."""
+
+    phone: Phone
     binary: str  # on the device
     push_binary: Path | None  # host binary to push first
 
+    @property
+    def device(self) -> AdbDevice:
+        return self.phone.device
+
     def adb_argv(self, *args: str) -> list[str]:
-        return [str(self.adb), "-s", self.device.serial, *args]
+        return self.phone.argv(*args)
 
 
 def _resolve(serial: str | None, binary: str | Path | None,
              timeout: float = 30.0) -> _Phone | str:
-    adb = find_adb()
-    if adb is None:
-        return ("not measurable here: adb not found (not on PATH, not in "
-                f"$ANDROID_HOME/platform-tools); install Android platform-tools ({PLATFORM_TOOLS})")
-    try:
-        listing = _run([str(adb), "devices", "-l"], timeout, "`adb devices -l`")
-    except StageError as err:
-        return f"not measurable here: {err.message}"
-    if listing.returncode != 0:
-        tail = (listing.stderr or listing.stdout).strip().splitlines()[-1:] or [""]
-        return f"not measurable here: `adb devices -l` failed: {tail[0]}"
-    chosen = select_device(parse_devices(listing.stdout),
-                           serial or os.environ.get("ANDROID_SERIAL") or None)
-    if isinstance(chosen, str):
-        return chosen
+    found = connect(serial, timeout)
+    if isinstance(found, str):
+        return found
+    chosen = found.device
     if binary is not None:
         host = Path(binary).expanduser()
         if not host.is_file():
             return (f"not measurable here: benchmark_model binary {host} does not exist; "
                     f"{GET_BINARY}")
-        return _Phone(adb, chosen, PUSHED_BINARY, host)
-    phone = _Phone(adb, chosen, DEVICE_BINARY, None)
+        return _Phone(found, PUSHED_BINARY, host)
+    phone = _Phone(found, DEVICE_BINARY, None)
     try:
-        probe = _run(phone.adb_argv("shell", f"[ -x {DEVICE_BINARY} ] && echo present "
+        probe = run(phone.adb_argv("shell", f"[ -x {DEVICE_BINARY} ] && echo present "
                                              "|| echo missing"), timeout,
                      "checking for benchmark_model on the phone")
     except StageError as err:
@@ -519,17 +406,17 @@ def benchmark(model: Path, delegate: str = "nnapi", threads: int | None = 4,
     where = phone.device.describe()
     try:
         if phone.push_binary is not None:
-            _check(_run(phone.adb_argv("push", str(phone.push_binary), phone.binary), 300,
+            _check(run(phone.adb_argv("push", str(phone.push_binary), phone.binary), 300,
                         "pushing benchmark_model"), "pushing benchmark_model", where)
-            _check(_run(phone.adb_argv("shell", f"chmod 755 {phone.binary}"), 60,
+            _check(run(phone.adb_argv("shell", f"chmod 755 {phone.binary}"), 60,
                         "chmod benchmark_model"), "making benchmark_model executable", where)
-        _check(_run(phone.adb_argv("push", str(model), remote_model), 300,
+        _check(run(phone.adb_argv("push", str(model), remote_model), 300,
                     "pushing the model"), "pushing the model", where)
-        done = _run(phone.adb_argv("shell", shlex.join(command)), timeout_s,
+        done = run(phone.adb_argv("shell", shlex.join(command)), timeout_s,
                     f"benchmark_model on {where}")
     finally:
         with contextlib.suppress(StageError):  # a leftover file does no harm
-            _run(phone.adb_argv("shell", f"rm -f {remote_model}"), 60, "removing the model")
+            run(phone.adb_argv("shell", f"rm -f {remote_model}"), 60, "removing the model")
     output = done.stdout + ("\n" + done.stderr if done.stderr else "")
     log = parse_benchmark_output(output)
     if done.returncode != 0 or log.timed is None:
