@@ -142,7 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
     cached = report.counts.get("cached", 0)
-    summary = (f"{built} stage(s) executed, {cached} cached" if built
+    # Failed and unmeasurable stages ran too: "all cached" only when nothing ran at all.
+    executed = built + report.counts.get("failed", 0) + report.counts.get("unmeasurable", 0)
+    skipped = report.counts.get("skipped", 0)
+    summary = (f"{executed} stage(s) executed ({built} built), {cached} cached"
+               + (f", {skipped} skipped" if skipped else "") if executed or skipped
                else f"0 stages executed: all {cached} cached")
     print(f"\n{summary} ({report.seconds:.2f} s)")
     for target in report.targets:
@@ -256,6 +260,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from edgebuild.cache.store import Store
 
     store = Store(args.cache_dir or api.default_cache_dir())
+    if store.root.exists() and not store.root.is_dir():
+        raise EdgebuildError(f"--cache-dir {store.root} is not a folder",
+                             "point --cache-dir (or $EDGEBUILD_CACHE_DIR) at the cache folder")
     if args.action == "ls":
         total = 0
         for artifact in store.entries():
@@ -268,13 +275,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "verify":
         bad = 0
         count = 0
-        for artifact in store.entries():
+        for key in list(store.keys()):
             count += 1
-            problem = store.check(artifact)
+            entry = store.peek(key)
+            problem = (store.check(entry) if entry is not None
+                       else "its manifest is missing or unreadable")
             if problem:
                 bad += 1
-                print(f"corrupt {artifact.key}: {problem} (removed)")
-                store.remove(artifact.key)
+                print(f"corrupt {key}: {problem} (removed)")
+                store.remove(key)
         print(f"{count} entries checked, {bad} corrupt")
         return ExitCode.STAGE_FAILED if bad else ExitCode.OK
     cutoff = time.time() - args.older_than_days * 86400
@@ -332,6 +341,37 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; finished stages are cached", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `edgebuild plan ... | head`: the reader left. Say nothing more, and keep
+        # Python from failing again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.BROKEN_PIPE)
+    except RecursionError as exc:
+        return _internal_error(exc, "a structure nested too deeply")
+    except Exception as exc:  # the one place an unexpected error becomes an exit code
+        return _internal_error(exc, "")
+
+
+def _internal_error(exc: BaseException, what: str) -> int:
+    """One line and the log path; the traceback goes to the log, never to the terminal.
+
+    Exit 4, never 1: CI reads 1 as "a gate failed", and a crash is not a verdict.
+    """
+    import tempfile
+    import traceback
+
+    try:
+        handle, name = tempfile.mkstemp(prefix="edgebuild-internal-error-", suffix=".log")
+        with os.fdopen(handle, "w") as log:
+            log.write(f"edgebuild {__version__}, argv {sys.argv}\n")
+            traceback.print_exception(exc, file=log)
+        where = f"the traceback is in {name}"
+    except OSError:
+        where = "the traceback could not be written anywhere"
+    cause = what or f"{type(exc).__name__}: {exc}"
+    print(f"internal error: {cause.splitlines()[0] if cause else type(exc).__name__}\n"
+          f"  {where}; please report it with the recipe that caused it", file=sys.stderr)
+    return int(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ class ExitCode(IntEnum):
     GATE_FAILED = 1
     USAGE = 2
     STAGE_FAILED = 3
+    INTERNAL = 4  # a bug in edgebuild: never 1, which CI reads as "a gate failed"
+    INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that left
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -83,10 +86,14 @@ class Problem:
 class RecipeError(EdgebuildError):
     """The recipe or a target profile is invalid. Carries every problem found."""
 
+    SHOWN = 30  # 10,000 unknown keys made a 20,001-line message; the first ones say enough
+
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         noun = "problem" if len(problems) == 1 else "problems"
-        body = "\n".join(f"  {p}" for p in problems)
+        body = "\n".join(f"  {p}" for p in problems[:self.SHOWN])
+        if len(problems) > self.SHOWN:
+            body += f"\n  ... and {len(problems) - self.SHOWN} more"
         super().__init__(f"invalid configuration ({len(problems)} {noun}):\n{body}")
 
 

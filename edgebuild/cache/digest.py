@@ -47,8 +47,11 @@ class StatCache:
     def save(self) -> None:
         if not self._dirty or self._entries is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self._entries))
-        tmp.replace(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self._entries))
+            tmp.replace(self.path)
+        except OSError:
+            return  # a read-only cache (`plan` on CI's restored cache): digests next time
         self._dirty = False

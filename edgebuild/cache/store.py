@@ -60,6 +60,20 @@ class Store:
         except (OSError, ValueError, KeyError):
             return None
 
+    def present(self, key: str) -> Artifact | None:
+        """The entry if its manifest reads and every file is there at its recorded size:
+        what `plan` shows as cached. A stat per file, no hashing (reuse verifies)."""
+        artifact = self.peek(key)
+        if artifact is None:
+            return None
+        for name, size in artifact.sizes.items():
+            try:
+                if (artifact.path / name).stat().st_size != size:
+                    return None
+            except OSError:
+                return None
+        return artifact
+
     def lookup(self, key: str) -> Artifact | None:
         """A verified entry, or None. A corrupt entry is discarded with a warning.
 
@@ -90,14 +104,22 @@ class Store:
                 return f"file {name} does not match its recorded digest"
         return ""
 
-    def entries(self) -> Iterator[Artifact]:
+    def keys(self) -> Iterator[str]:
+        """Every entry folder's key, readable manifest or not."""
         if not self.objects.is_dir():
             return
         for shard in sorted(self.objects.iterdir()):
-            for entry in sorted(shard.iterdir()):
-                artifact = self.peek(entry.name)
-                if artifact is not None:
-                    yield artifact
+            if shard.is_dir():
+                for entry in sorted(shard.iterdir()):
+                    if len(entry.name) == 64:
+                        yield entry.name
+
+    def entries(self) -> Iterator[Artifact]:
+        """Every entry whose manifest reads (`keys` for the others too)."""
+        for key in self.keys():
+            artifact = self.peek(key)
+            if artifact is not None:
+                yield artifact
 
     # -- writing -------------------------------------------------------------
 

@@ -33,13 +33,20 @@ class MeasureSettings(Strict):
     min_seconds: float = Field(2.0, ge=0, description="Timed seconds, at least.")
     max_iterations: int = Field(100_000, ge=5, description="Stop after this many timed runs.")
     threads: int | None = Field(
-        None, ge=1, description="Inference threads; default: the backend's own choice."
+        None, ge=1, le=1024, description="Inference threads; default: the backend's own choice."
     )
     max_busy_share: float | None = Field(
         0.25, gt=0, le=1, description="Largest share of all cores that other processes may "
         "use while a latency is timed; beyond it the figure times them, so it is measured "
         "once more and then reported as not measurable (never cached as a clean figure). "
         "null: never judge.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MeasureSettings:
+        if self.min_iterations > self.max_iterations:
+            raise ValueError(f"min_iterations {self.min_iterations} is more than "
+                             f"max_iterations {self.max_iterations}")
+        return self
 
 
 class RunnerKind(StrEnum):

@@ -105,10 +105,16 @@ def _load_callable(spec: CallableDataset, base_dir: Path, input_name: str) -> Sa
     if not callable(function):
         raise DataError(f"'{spec.function}' is not callable")
     result: Any = function(**spec.kwargs)
-    inputs, labels = result if isinstance(result, tuple) else (result, None)
+    inputs, labels = result if isinstance(result, tuple) and len(result) == 2 else (result, None)
     if not isinstance(inputs, dict):
         inputs = {input_name: inputs}
     arrays = {k: np.asarray(v) for k, v in inputs.items()}
+    shapes = {k: a.shape for k, a in arrays.items()}
+    if not arrays or any(a.ndim == 0 or a.dtype == object for a in arrays.values()):
+        raise DataError(
+            f"'{spec.function}' returned {type(result).__name__} ({shapes or 'no arrays'})",
+            "a callable dataset returns `inputs` or `(inputs, labels)`: inputs an array of "
+            "samples (N×…) or {input name: array}, labels an array of N class indices")
     count = len(next(iter(arrays.values())))
     keep = choose(count, spec.limit, spec.seed)
     return Samples({k: v[keep] for k, v in arrays.items()},

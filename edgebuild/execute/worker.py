@@ -120,6 +120,20 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def _explain(exc: Exception) -> dict[str, str]:
+    """What the user can do about an unexpected exception, where we can tell."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return {"message": f"the disk is full ({exc.filename or 'while writing'})",
+                "hint": "free space where the cache and --out live (`edgebuild cache gc`)"}
+    if isinstance(exc, MemoryError) or "bad_alloc" in str(exc):
+        return {"message": f"out of memory: {type(exc).__name__}: {exc}",
+                "hint": "a smaller batch, fewer threads or calibration samples, or a bigger "
+                        "machine"}
+    return {"message": f"{type(exc).__name__}: {exc}", "hint": ""}
+
+
 def main(argv: list[str]) -> int:
     die_with_parent()
     spec_path, result_path = Path(argv[0]), Path(argv[1])
@@ -134,7 +148,7 @@ def main(argv: list[str]) -> int:
         result = {"status": "error", "message": exc.message, "hint": exc.hint}
     except Exception as exc:  # anything from a vendor tool: report, never hide
         traceback.print_exc()
-        result = {"status": "error", "message": f"{type(exc).__name__}: {exc}", "hint": ""}
+        result = {"status": "error", **_explain(exc)}
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, default=str))
     tmp.replace(result_path)

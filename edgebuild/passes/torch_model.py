@@ -25,7 +25,14 @@ def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
     if spec.weights is not None:
         path = resolve_file(spec.weights, base_dir)
         # weights_only=True: a checkpoint is data, never code to execute.
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch reports a bad file as whatever its parser hits
+            raise EdgebuildError(
+                f"model.weights {path.name} is not a checkpoint torch.load(weights_only=True) "
+                f"can read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+                "weights are a state_dict saved with torch.save; files that would run "
+                "pickled code are refused on purpose") from None
         if isinstance(state, dict) and "state_dict" in state:
             state = state["state_dict"]
         result = model.load_state_dict(state, strict=False)

@@ -119,7 +119,7 @@ class KeyResolver:
                 continue
             inputs = {role: s.artifact for role, s in upstream.items() if s.artifact}
             key = self.key(stage, inputs)
-            artifact = self.store.peek(key)
+            artifact = self.store.present(key)
             state = StageState.CACHED if artifact else StageState.TO_RUN
             result[stage.id] = StageStatus(state, key, artifact)
         self.stats.save()

@@ -32,12 +32,14 @@ class MeasureOverrides(Strict):
     min_iterations: int | None = Field(None, ge=5)
     min_seconds: float | None = Field(None, ge=0)
     max_iterations: int | None = Field(None, ge=5)
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1, le=1024)
     max_busy_share: float | None = Field(None, gt=0, le=1)
 
     def apply(self, base: MeasureSettings) -> MeasureSettings:
         changes = {k: v for k, v in self.model_dump().items() if v is not None}
-        return base.model_copy(update=changes)
+        # Validated again as a whole: an override can contradict the profile
+        # (min_iterations 1000 over a profile's max_iterations 500).
+        return MeasureSettings.model_validate({**base.model_dump(), **changes})
 
 
 JsonDict = dict[str, Any]

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from edgebuild.core.datasets import dataset_refs
+from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
-from edgebuild.recipe.models import Gates, PassSpec, Recipe, TargetEntry
+from edgebuild.recipe.common import MeasureOverrides
+from edgebuild.recipe.models import SAFE_NAME, Gates, PassSpec, Recipe, TargetEntry
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
-from edgebuild.recipe.validate import validate
+from edgebuild.recipe.validate import to_problem, validate
 from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml
 
 BUILTIN_TARGETS = Path(__file__).resolve().parents[2] / "targets"
@@ -128,6 +133,11 @@ class _CrossCheck:
         targets: dict[str, Target] = {}
         for name, entry in self.recipe.targets.items():
             loc = ("targets", name)
+            if not re.match(SAFE_NAME, name) or len(name) > 100:
+                self._add(loc, f"target name {name!r} cannot be a folder name",
+                          "use letters, digits and _ . , = + -, starting with a letter or "
+                          "digit (it names artifacts/<target>/ in --out)")
+                continue
             self._passes(entry.passes, (*loc, "passes"))
             self._accuracy(entry.gates, (*loc, "gates", "accuracy"))
             profile_name = entry.profile or name
@@ -138,8 +148,7 @@ class _CrossCheck:
                           did_you_mean(profile_name, self.profiles)
                           or "see `edgebuild targets`, or set `profile:`")
                 continue
-            measure = (entry.measure.apply(loaded.profile.measure) if entry.measure is not None
-                       else None)
+            measure = self._measure(entry.measure, loaded.profile.measure, (*loc, "measure"))
             target = Target(name=name, profile=loaded.profile).variant(name, entry.options,
                                                                         measure)
             self._options(loaded, entry.options, target.options, loc)
@@ -197,11 +206,23 @@ class _CrossCheck:
         self.searches[name] = found
         return found
 
-    @staticmethod
-    def _candidate_info(candidate: Candidate, target: Target) -> Target:
-        measure = (candidate.measure.apply(target.measure) if candidate.measure is not None
-                   else None)
+    def _candidate_info(self, candidate: Candidate, target: Target) -> Target:
+        where = ("targets", target.name, "search", "candidates", candidate.origin, "measure")
+        measure = self._measure(candidate.measure, target.measure, where)
         return target.variant(candidate.target_name, candidate.options, measure)
+
+    def _measure(self, overrides: MeasureOverrides | None, base: MeasureSettings,
+                 loc: tuple[str, ...]) -> MeasureSettings | None:
+        """The overrides applied to the profile's settings; a contradiction between the
+        two (min_iterations above the profile's max) is a problem at the overrides."""
+        if overrides is None:
+            return None
+        try:
+            return overrides.apply(base)
+        except ValidationError as exc:
+            for err in exc.errors():
+                self.problems.append(to_problem(err, MeasureSettings, self.doc, loc))
+            return None
 
     def _dedupe(self, start: int) -> None:
         """A grid repeats one mistake in every combination: keep each problem once."""

@@ -35,6 +35,9 @@ class ModelSource(Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSource:
+        if self.factory is not None and not re.match(r"^[^:\s]+:[A-Za-z_][\w.]*$", self.factory):
+            raise ValueError(f"factory '{self.factory}' names no callable: write "
+                             "`package.module:callable` or `path/to/file.py:callable`")
         if (self.factory is None) == (self.onnx is None):
             raise ValueError("give exactly one of `factory` (PyTorch) or `onnx`")
         if self.onnx is not None and (self.weights is not None or self.args or self.kwargs):
@@ -205,7 +208,11 @@ class Gates(Strict):
         return self
 
 
-CANDIDATE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.,=+-]*$"
+# Names that become folder names (the recipe's, a target's, a search candidate's):
+# no separators, no `.`/`..`, no control characters, so no name can point outside
+# --out (edgebuild/core/paths.py checks every write and delete as well).
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$"
+CANDIDATE_NAME = SAFE_NAME
 
 
 class SearchCandidate(Strict):
@@ -301,7 +308,9 @@ class TargetEntry(Strict):
 class Recipe(Strict):
     """A model, the hardware to build it for, the passes, and the gates."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Used for the output folder.")
+    name: str = Field(pattern=SAFE_NAME, max_length=100,
+                      description="Used for the output folder: letters, digits and _ . , = + -, "
+                      "starting with a letter or digit.")
     description: str = Field("", description="One line for reports and reviewers.")
     model: ModelSource = Field(description="Where the model comes from.")
     inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in order.")

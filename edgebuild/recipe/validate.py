@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from edgebuild.errors import Problem, did_you_mean
+from edgebuild.recipe.models import SAFE_NAME
 from edgebuild.recipe.yaml_loader import LoadedYaml
 
 
@@ -50,6 +51,9 @@ def to_problem(err: Any, model: type[BaseModel], doc: LoadedYaml,
         message = f"unknown kind '{tag}'"
         hint = did_you_mean(str(tag), [t.strip(" '") for t in expected.split(",")]) or \
             f"valid kinds: {expected}"
+    elif kind == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == SAFE_NAME:
+        message = "not a name that can be a folder name"
+        hint = "use letters, digits and _ . , = + -, starting with a letter or digit"
     elif message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
     if kind not in ("extra_forbidden", "missing") and "input" in err and \

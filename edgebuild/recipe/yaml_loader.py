@@ -43,6 +43,18 @@ class LoadedYaml:
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
+PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+
+# Limits for files that arrive in pull requests: a 1.2 KB alias bomb ("billion laughs")
+# expands to gigabytes, a cyclic anchor never ends, 5,000 nested brackets overflow
+# the parser's recursion. Real recipes are a few hundred values, a few levels deep.
+MAX_BYTES = 1_000_000
+MAX_VALUES = 100_000  # values built, aliases expanded
+MAX_DEPTH = 50
+
+
+class _TooLarge(Exception):
+    """Building stopped at a limit; the problem is already recorded."""
 
 
 class _Builder:
@@ -51,9 +63,34 @@ class _Builder:
         self.positions: dict[KeyPath, tuple[int, int]] = {}
         self.problems: list[Problem] = []
         self._constructor = yaml.SafeLoader("")
+        self._built = 0
+        self._open: set[int] = set()  # nodes being built: an alias back to one is a cycle
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
+        self._built += 1
+        if self._built > MAX_VALUES:
+            self._problem(node, path, f"more than {MAX_VALUES:,} values once aliases are "
+                          "expanded (an alias bomb?)", "write the values out; a recipe "
+                          "needs far fewer")
+            raise _TooLarge
+        if len(path) > MAX_DEPTH:
+            self._problem(node, path, f"nested more than {MAX_DEPTH} levels deep")
+            raise _TooLarge
+        if id(node) in self._open:
+            self._problem(node, path, "an anchor refers to itself (a cycle)",
+                          "an alias must point at a finished value")
+            raise _TooLarge
         self.positions.setdefault(path, _position(node))
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in PLAIN_TAGS:
+            self._problem(node, path, f"tag {node.tag} on a mapping or list is not read",
+                          "edgebuild recipes use plain YAML: remove the tag")
+        self._open.add(id(node))
+        try:
+            return self._build(node, path)
+        finally:
+            self._open.discard(id(node))
+
+    def _build(self, node: yaml.Node, path: KeyPath) -> Any:
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = self._merged(node, path)
             explicit: set[Any] = set()
@@ -102,12 +139,35 @@ class _Builder:
             self._problem(node, path, f"cannot read this value: {exc.problem}",
                           "edgebuild recipes use plain YAML: no custom tags")
             return None
+        except Exception as exc:
+            # PyYAML's constructors fail with whatever their parsing raises (ValueError,
+            # KeyError, AttributeError): any of them means this value is not of its tag.
+            tag = node.tag.rsplit(":", 1)[-1]
+            self._problem(node, path, f"'{node.value}' is not a valid {tag} "
+                          f"({type(exc).__name__}: {exc})",
+                          f"remove the `!!{tag}` tag or fix the value")
+            return None
 
     def _problem(self, node: yaml.Node, path: KeyPath, message: str, hint: str = "") -> None:
         line, column = _position(node)
         self.problems.append(
             Problem(Location(self.file, line, column), ".".join(path), message, hint)
         )
+
+
+def _too_deep_at(text: str) -> tuple[int, int]:
+    """Where flow brackets first nest deeper than MAX_DEPTH (the parser could not say)."""
+    depth = 0
+    for offset, char in enumerate(text):
+        depth += 1 if char in "[{" else -1 if char in "]}" else 0
+        if depth > MAX_DEPTH:
+            return _line_column(text, offset)
+    return 1, 1
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def _position(node: yaml.Node) -> tuple[int, int]:
@@ -118,18 +178,30 @@ def load_yaml(path: Path) -> LoadedYaml:
     """Read one YAML file; raise RecipeError naming file:line:column on any problem."""
     display = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise RecipeError(
             [Problem(Location(display), "", "file not found", "check the path")]
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError([Problem(Location(display), "", f"cannot read: {exc}")]) from exc
+    except OSError as exc:
+        raise RecipeError([Problem(Location(display), "", f"cannot read: {exc.strerror}")]
+                          ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RecipeError([Problem(Location(display, line, column), "",
+                                   f"not UTF-8 text: {exc.reason} (byte {data[exc.start]:#04x})",
+                                   "a recipe is a UTF-8 YAML file")]) from None
     return parse_yaml(text, display)
 
 
 def parse_yaml(text: str, file: str) -> LoadedYaml:
     """Parse YAML text that came from `file` (used for messages only)."""
+    if len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        raise RecipeError([Problem(Location(file), "", f"larger than {MAX_BYTES:,} bytes",
+                                   "a recipe is a short, reviewable file")])
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -138,10 +210,25 @@ def parse_yaml(text: str, file: str) -> LoadedYaml:
         raise RecipeError(
             [Problem(Location(file, line, column), "", f"not valid YAML: {exc.problem}")]
         ) from None
+    except yaml.reader.ReaderError as exc:  # NUL, DEL, C1 controls: not YAML characters
+        line, column = _line_column(text, exc.position)
+        raise RecipeError([Problem(Location(file, line, column), "",
+                                   f"character {exc.character!r} is not allowed in YAML",
+                                   "remove control characters from the file")]) from None
+    except RecursionError:
+        raise RecipeError([Problem(Location(file, *_too_deep_at(text)), "",
+                                   f"nested too deeply to parse (more than {MAX_DEPTH} levels "
+                                   "are never needed)")]) from None
+    except yaml.YAMLError as exc:
+        raise RecipeError([Problem(Location(file, 1, 1), "", f"not valid YAML: {exc}")]
+                          ) from None
     if node is None:
         return LoadedYaml(file, {}, {(): (1, 1)})
     builder = _Builder(file)
-    data = builder.build(node, ())
+    try:
+        data = builder.build(node, ())
+    except _TooLarge:
+        data = None
     if builder.problems:
         raise RecipeError(builder.problems)
     return LoadedYaml(file, data, builder.positions)

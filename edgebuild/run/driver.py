@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
+from edgebuild.core.paths import inside, writable_dir
 from edgebuild.errors import ExitCode
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.plan.planner import Plan, build_plan, own_stages, select_targets
@@ -75,6 +76,8 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
 
     started_wall = dt.datetime.now(dt.UTC)
     started = time.perf_counter()
+    out = writable_dir(options.out or Path("build") / loaded.recipe.name, "--out").resolve()
+    writable_dir(cache_dir, "--cache-dir (or $EDGEBUILD_CACHE_DIR)")
     baselines = None
     if options.baseline is not None:
         from edgebuild.report.baseline import baseline_artifacts
@@ -89,8 +92,6 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         _ = resolver.source_digest
     for name in {d for s in built.order() for d in s.datasets}:
         resolver.dataset(name)
-    out = options.out or Path("build") / loaded.recipe.name
-    out.mkdir(parents=True, exist_ok=True)
 
     executor = make_executor(options, store)
 
@@ -134,7 +135,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         chosen = outcome is None or outcome.chosen is not None
         compiled = execution.runs[stages.compiled].artifact if chosen else None
         artifact_path = None
-        destination = out / "artifacts" / name
+        destination = inside(out, "artifacts", name)
         if destination.exists():
             shutil.rmtree(destination)
         if compiled is not None:

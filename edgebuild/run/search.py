@@ -177,7 +177,7 @@ class _Waves:
             if any(up not in artifacts for up in stage.upstream):
                 return False
             key = self.resolver.key(stage, {role: artifacts[up] for role, up in stage.inputs})
-            artifact = self.resolver.store.peek(key)
+            artifact = self.resolver.store.present(key)
             if artifact is None:
                 return False
             artifacts[stage.id] = artifact
@@ -406,7 +406,7 @@ def refine_status(plan: Plan, resolver: KeyResolver,
         stage = select_stage(plan, target, search, passing)
         inputs = {role: runs[sid].artifact for role, sid in stage.inputs}
         key = resolver.key(stage, {r: a for r, a in inputs.items() if a is not None})
-        artifact = resolver.store.peek(key)
+        artifact = resolver.store.present(key)
         status[search.select] = StageStatus(
             StageState.CACHED if artifact else StageState.TO_RUN, key, artifact)
     return status

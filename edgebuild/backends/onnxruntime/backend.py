@@ -41,7 +41,7 @@ class OrtOptions(BaseModel):
         None, ge=1, description="Threads inside an operator; default: ONNX Runtime's choice."
     )
     execution_providers: list[str] = Field(
-        default_factory=lambda: ["CPUExecutionProvider"],
+        default_factory=lambda: ["CPUExecutionProvider"], min_length=1,
         description="Execution providers, in priority order.",
     )
 

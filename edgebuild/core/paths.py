@@ -1,0 +1,45 @@
+"""Every write and delete edgebuild does is inside a folder it owns: --out or the cache.
+
+Names from a recipe are validated where they are written (recipe/models.py:
+SAFE_NAME); this is the second check at the one place a name becomes a path, so
+a name that slipped through (a future field, a plugin) still cannot make `run`
+delete or write outside --out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgebuild.errors import EdgebuildError
+
+
+def inside(root: Path, *parts: str) -> Path:
+    """`root/parts...`, refused unless it resolves to a path strictly below `root`."""
+    base = root.resolve()
+    path = base.joinpath(*parts).resolve()
+    if path == base or base not in path.parents or any("\x00" in p for p in parts):
+        raise EdgebuildError(f"refusing to write {'/'.join(parts)!r}: it is not inside {root}",
+                             "names that become folders use letters, digits and _ . , = + -")
+    return path
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """`path` as a folder edgebuild can write to (made if missing), or a usage error that
+    names it: a file, /dev/null or a read-only folder given as --out or --cache-dir is
+    the user's mistake, found before any work starts."""
+    import os
+    import tempfile
+
+    hint = f"point {what} at a folder you can write to"
+    if path.exists() and not path.is_dir():
+        raise EdgebuildError(f"{what} {path} is not a folder", hint)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".edgebuild-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise EdgebuildError(f"{what} {path} cannot be written: {reason}", hint) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise EdgebuildError(f"{what} {path} cannot be written", hint)
+    return path
