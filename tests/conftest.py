@@ -49,6 +49,23 @@ passes:
 """
 
 
+def skip_if_the_machine_was_busy(out: Path) -> None:
+    """Skip, saying why, when a run failed only because its latency could not be timed
+    cleanly: other processes took more than `measure.max_busy_share` of the CPU.
+
+    That verdict is edgebuild working as designed on a shared machine (a figure timed
+    under load would gate the load, not the model); it is not a defect of the recipe.
+    """
+    import json
+
+    report = json.loads((out / "report.json").read_text())
+    failing = [g for t in report["targets"] for g in t["gates"] if g["counts_as_failure"]]
+    if report["exit_code"] == 1 and failing and all(
+            g["status"] == "unmeasurable" and "other processes used" in g["message"]
+            for g in failing):
+        pytest.skip(f"the machine was too busy to time: {failing[0]['message'][:160]}")
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own cache, so tests never see each other's artifacts."""
@@ -89,7 +106,7 @@ passes:
   - onnx-optimize
 targets:
   host-cpu:
-    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}
+    measure: {warmup_iterations: 1, min_iterations: 5, max_busy_share: null, min_seconds: 0}
     gates:
       accuracy: {dataset: samples, min_top1_agreement: 99}
       latency: {budget_ms: 1000}

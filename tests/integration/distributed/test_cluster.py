@@ -97,7 +97,8 @@ def board_project(tiny_project: Callable[..., Path]) -> Path:
     (recipe.parent / "targets" / "fake-board.yaml").write_text(BOARD)
     text = recipe.read_text().replace("targets:\n  host-cpu:", "targets:\n  fake-board:")
     recipe.write_text(text.replace(
-        "    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}\n", ""))
+        "    measure: {warmup_iterations: 1, min_iterations: 5, max_busy_share: null, "
+        "min_seconds: 0}\n", ""))
     return recipe
 
 

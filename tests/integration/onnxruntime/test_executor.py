@@ -198,7 +198,8 @@ def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Pa
 
     recipe = tiny_project()
     text = recipe.read_text().replace(
-        "measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0}",
+        "measure: {warmup_iterations: 1, min_iterations: 5, max_busy_share: null, "
+        "min_seconds: 0}",
         "measure: {warmup_iterations: 1, min_iterations: 50, min_seconds: 0.5, "
         "max_busy_share: 0.2}")
     recipe.write_text(text)
