@@ -125,12 +125,12 @@ datasets:
 targets:
   a:
     profile: host-cpu
-    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3}
+    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3, max_busy_share: null}
     gates: {latency: {budget_ms: 1000}, accuracy: {dataset: samples, min_cosine: 0.99}}
   b:
     profile: host-cpu
     options: {graph_optimization_level: basic}
-    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3}
+    measure: {warmup_iterations: 1, min_iterations: 5, min_seconds: 0.3, max_busy_share: null}
     gates: {latency: {budget_ms: 1000}}
 """
 

@@ -107,7 +107,7 @@ passes: [export-onnx, onnx-optimize]
 targets:
   fp32:
     profile: intel-cpu
-    measure: {{warmup_iterations: 5, min_iterations: 50, min_seconds: 0}}
+    measure: {{warmup_iterations: 5, min_iterations: 50, min_seconds: 0, max_busy_share: null}}
     gates: {{accuracy: {{dataset: test, max_top1_drop: 0.2}}, latency: {{budget_ms: 50}}}}
   int8:
     profile: intel-cpu

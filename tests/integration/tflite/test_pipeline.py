@@ -16,7 +16,7 @@ from tests.conftest import FASHION, edgebuild, fashion_recipe
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]
 
 HEAD = fashion_recipe("fashion-tflite", test_limit=500)
-QUICK = "measure: {threads: 2, min_iterations: 50, min_seconds: 0.2}"
+QUICK = "measure: {threads: 2, min_iterations: 50, min_seconds: 0.2, max_busy_share: null}"
 
 BOTH_PRECISIONS = HEAD + f"""
 targets:
