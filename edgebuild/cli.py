@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from edgebuild.report.model import SearchReport
 
 EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
-3 a stage failed. Docs: docs/cli.md"""
+3 a stage failed, 4 internal error. Docs: docs/cli.md"""
 
 
 def _parser() -> argparse.ArgumentParser:
