@@ -1,15 +1,6 @@
-"""Qualcomm QNN: declared (formats, extra) so its profile plans; not implemented yet."""
+"""Qualcomm QNN (Snapdragon HTP) through onnxruntime-qnn: context binaries built here and
+checked on the x86 HTP emulator; latency on a phone."""
 
-from edgebuild.backends.planned import PlannedBackend
+from edgebuild.backends.qnn.backend import QnnBackend, QnnOptions
 
-
-class QnnBackend(PlannedBackend):
-    name = "qnn"
-    summary = "Qualcomm QNN context binary via onnxruntime-qnn"
-    accepts = ("onnx",)
-    produces = "qnn-context"
-    extra = "qnn"
-    tracking = "the QNN backend issue"
-
-
-__all__ = ["QnnBackend"]
+__all__ = ["QnnBackend", "QnnOptions"]

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
+from edgebuild.passes.onnx_shapes import pin_input_shapes, pinned_shapes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,7 +64,7 @@ class OnnxToTf(Op):
         model = onnx.load(str(source))
         check_convertible(model)
         inputs = [i.name for i in model.graph.input]
-        pinned = pinned_shapes(_tensor_shapes(model.graph.input), ctx.io.inputs)
+        pinned = pinned_shapes(model, ctx.io.inputs, "a TFLite model")
         saved_model = ctx.out / "saved_model"
         started = time.perf_counter()
         log = _convert(source, saved_model, keep_nchw=inputs if params.keep_nchw_inputs else [],
@@ -94,29 +95,6 @@ def _offline_sample_images() -> np.ndarray:
     return np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32)
 
 
-def pinned_shapes(model_inputs: dict[str, list[int | str]],
-                  declared: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """Model inputs with a dynamic dimension -> the recipe's declared example shape.
-
-    A .tflite model has one shape per input; onnx2tf left to itself turns a dynamic
-    dimension into 1 (an image input of 1×1 pixels that no real input fits), so
-    every dynamic input is pinned to the shape the recipe builds and measures at.
-    """
-    shapes = {t["name"]: list(t["shape"]) for t in declared}
-    pinned = {}
-    for name, dims in model_inputs.items():
-        if all(isinstance(d, int) and d > 0 for d in dims):
-            continue
-        if name not in shapes or len(shapes[name]) != len(dims):
-            raise StageError(f"ONNX input '{name}' has dynamic dimensions {dims}, and the "
-                             "recipe declares " + (f"{shapes[name]}" if name in shapes
-                                                   else "no input of that name"),
-                             "a TFLite model needs one shape per input: declare it under "
-                             "`inputs:` with the model's rank")
-        pinned[name] = shapes[name]
-    return pinned
-
-
 def _convert(source: Path, destination: Path, keep_nchw: list[str],
              pinned: dict[str, list[int]] | None = None) -> str:
     """Run onnx2tf in this process on a private copy of `source`; returns what it printed.
@@ -130,32 +108,10 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
     with tempfile.TemporaryDirectory(prefix="onnx2tf-") as scratch:
         private = Path(scratch) / source.name
         if pinned:
-            _pin(source, private, pinned)
+            pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
         return _convert_file(private, destination, keep_nchw)
-
-
-def _pin(source: Path, destination: Path, pinned: dict[str, list[int]]) -> None:
-    """A copy of the ONNX model with those inputs' shapes fixed, shapes re-inferred.
-
-    onnx2tf's own `overwrite_input_shape` is applied only on its onnxsim path, which
-    edgebuild skips (onnx-optimize simplified the graph already); fixing the graph's
-    input shapes gives it a static model to convert either way.
-    """
-    import onnx
-
-    model = onnx.load(str(source))
-    for value in model.graph.input:
-        if value.name in pinned:
-            for dim, size in zip(value.type.tensor_type.shape.dim, pinned[value.name],
-                                 strict=True):
-                dim.Clear()
-                dim.dim_value = size
-    for value in model.graph.output:  # re-inferred from the now static inputs
-        value.type.tensor_type.ClearField("shape")
-    del model.graph.value_info[:]
-    onnx.save(onnx.shape_inference.infer_shapes(model, strict_mode=True), str(destination))
 
 
 def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:

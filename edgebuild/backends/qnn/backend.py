@@ -1,0 +1,229 @@
+"""Qualcomm QNN (Snapdragon HTP) through onnxruntime-qnn: compiled here, checked here.
+
+    ONNX ─ quantize_for_htp (int8/int16 QDQ; fp16: as is) ─ session with ep.context_enable
+         ─▶ model_ctx.onnx + model_ctx_qnn.bin (the context binary for the profile's SoC)
+            + qnn_partition.md (which nodes the HTP took, which fell back to the CPU)
+
+Accuracy runs the compiled context model on the x86 HTP emulator that ships in
+onnxruntime-qnn: the HTP's real numerics, labelled as emulator figures. Its speed
+is nothing like the phone's, so latency comes only from a phone (not implemented
+yet: with or without one attached, "not measurable here" says exactly what is
+missing). Whether a context binary built here loads on a given phone cannot be
+checked without the phone: the SoC model and HTP arch in the profile must match it.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.core.datasets import DatasetRef
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
+from edgebuild.errors import StageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgebuild.core.artifact import Artifact
+
+CONTEXT_MODEL = "model_ctx.onnx"
+
+
+class QnnPrecision(StrEnum):
+    INT8 = "int8"  # uint8 activations and weights, QDQ (the HTP's native format)
+    INT16 = "int16"  # uint16 activations, uint8 weights: more accuracy, slower
+    FP16 = "fp16"  # the float model run at fp16 on HTP (v69 and newer)
+
+
+class CpuFallback(StrEnum):
+    FAIL = "fail"  # a node the HTP cannot take fails the build, naming it
+    REPORT = "report"  # it runs on the CPU and is listed in the partition table
+
+
+class QnnOptions(BaseModel):
+    """Options of the QNN backend (target profile `options:`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    precision: QnnPrecision = Field(QnnPrecision.INT8, description="int8, int16 or fp16.")
+    calibration_dataset: DatasetRef | None = Field(
+        None, description="Recipe dataset for int8/int16 calibration.")
+    calibration_samples: int = Field(100, ge=1, description="Calibration samples, at most.")
+    per_channel: bool = Field(False, description="Per-channel weight scales (HTP supports "
+                              "them for Conv/MatMul weights).")
+    soc_model: int = Field(43, ge=0, description="QNN SoC model the context binary is built "
+                           "for (43: Snapdragon 8 Gen 2, SM8550).")
+    htp_arch: int = Field(73, ge=68, description="Hexagon HTP architecture (73: v73).")
+    htp_performance_mode: str = Field(
+        "burst", pattern="^(burst|balanced|default|high_performance|high_power_saver|"
+        "low_balanced|low_power_saver|power_saver|extreme_power_saver|sustained_high_"
+        "performance)$", description="HTP performance mode on the device.")
+    vtcm_mb: int | None = Field(None, ge=1, le=64, description="VTCM size in MB to use.")
+    cpu_fallback: CpuFallback = Field(
+        CpuFallback.FAIL, description="`fail`: a node the HTP cannot take fails the build "
+        "and is named; `report`: it runs on the CPU and the partition table lists it.")
+    device_serial: str | None = Field(None, description="adb serial of the phone.")
+
+    @model_validator(mode="after")
+    def _calibrated(self) -> QnnOptions:
+        if self.precision is not QnnPrecision.FP16 and self.calibration_dataset is None:
+            raise ValueError(f"precision {self.precision.value} needs `calibration_dataset` "
+                             "(a recipe dataset of representative inputs)")
+        return self
+
+    def provider_options(self) -> dict[str, str]:
+        """The QNN EP's provider options for these settings."""
+        found = {"soc_model": str(self.soc_model), "htp_arch": str(self.htp_arch),
+                 "htp_performance_mode": self.htp_performance_mode}
+        if self.vtcm_mb is not None:
+            found["vtcm_mb"] = str(self.vtcm_mb)
+        if self.precision is QnnPrecision.FP16:
+            found["enable_htp_fp16_precision"] = "1"
+        return found
+
+
+class QnnBackend(Backend):
+    name = "qnn"
+    summary = "Qualcomm QNN context binary via onnxruntime-qnn (x86 HTP emulator here)"
+    accepts = ("onnx",)
+    produces = "qnn-context"
+    Options = QnnOptions
+    tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
+    version = 1
+    extra = "qnn"
+
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
+        from edgebuild.backends.qnn import partition
+        from edgebuild.backends.qnn.quantize import quantize_for_htp
+        from edgebuild.backends.qnn.session import session
+
+        options = QnnOptions.model_validate(target.options)
+        source = ctx.input().main
+        metadata: dict[str, Any] = {"precision": options.precision.value,
+                                    "soc_model": options.soc_model,
+                                    "htp_arch": options.htp_arch}
+        started = time.perf_counter()
+        model = static = _static(source, ctx)
+        if options.precision is not QnnPrecision.FP16:
+            assert options.calibration_dataset is not None  # the options model checks it
+            model = ctx.out / "model_qdq.onnx"
+            metadata["quantization"] = quantize_for_htp(
+                static, model, options.precision.value,
+                ctx.dataset(options.calibration_dataset), options.calibration_samples,
+                options.per_channel)
+        context = ctx.out / CONTEXT_MODEL
+        try:
+            # The CPU EP stays on: it runs the graph I/O (de)quantization by design. What
+            # else lands there is what the HTP refused, judged below from the result.
+            session(model, options.provider_options(), cpu_fallback=True,
+                    context_file=context)
+        except Exception as exc:  # the EP's own message; there is no partition to read
+            raise StageError(f"QNN could not compile the model: {exc}") from None
+        if not context.is_file():  # no EPContext at all: not one node went to the HTP
+            raise StageError("the HTP took no node of the model",
+                             "unsupported dtypes or dynamic shapes are the usual cause")
+        found = partition.partition(model, context)
+        if static != source:
+            static.unlink()  # a scratch copy with pinned shapes, not part of the result
+        if found.cpu and options.cpu_fallback is CpuFallback.FAIL:
+            named = "; ".join(f"{op}: {', '.join(names[:5])}"
+                              for op, names in sorted(found.cpu.items()))
+            raise StageError(f"the HTP cannot run {found.cpu_nodes} node(s) ({named})",
+                             "replace or remove those ops, or set the target option "
+                             "`cpu_fallback: report` to run them on the CPU and see the table")
+        soc = f"SoC model {options.soc_model}, HTP v{options.htp_arch}"
+        (ctx.out / "qnn_partition.md").write_text(partition.render_markdown(found, soc))
+        binaries = sorted(p.name for p in ctx.out.glob("*.bin"))
+        metadata.update({
+            "partition": found.summary(), "notes": ["qnn_partition.md"],
+            "context_binaries": binaries,
+            "context_bytes": sum((ctx.out / b).stat().st_size for b in binaries),
+            "compile_seconds": round(time.perf_counter() - started, 2)})
+        return OpResult(main=CONTEXT_MODEL, format=self.produces, metadata=metadata)
+
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
+        options = QnnOptions.model_validate(target.options)
+        return QnnRunner(artifact.main, options, threads)
+
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
+        if purpose == "accuracy":
+            from edgebuild.backends.qnn.session import qnn_devices
+
+            qnn_devices()  # BackendUnavailable (a clear message) without onnxruntime-qnn
+            return ""  # the HTP emulator runs the context model here
+        from edgebuild.devices.adb import connect
+
+        options = QnnOptions.model_validate(target.options)
+        found = connect(options.device_serial)
+        if isinstance(found, str):  # no adb, no phone, two phones: say which, for QNN
+            return ("not measurable here: no Snapdragon device attached ("
+                    + found.removeprefix("not measurable here: ") + "); the HTP emulator's "
+                    "speed is not a latency figure")
+        return (f"not measurable here: {found.device.describe()} is attached, but timing a "
+                "QNN context binary on the phone is not implemented yet")
+
+    def where(self, target: Target, purpose: str = "latency") -> str:
+        if purpose != "accuracy":
+            return ""
+        from importlib.metadata import version
+
+        return (f"host: x86-64 QNN HTP emulator (onnxruntime-qnn {version('onnxruntime-qnn')})"
+                " — the HTP's numerics, not the phone's speed")
+
+
+def _static(source: Path, ctx: StageContext) -> Path:
+    """`source`, or a copy with its dynamic input dimensions pinned to the recipe's shapes:
+    the HTP takes static shapes only (a dynamic batch kept every node on the CPU)."""
+    import onnx
+
+    from edgebuild.passes.onnx_shapes import pin_input_shapes, pinned_shapes
+
+    pinned = pinned_shapes(onnx.load(str(source), load_external_data=False), ctx.io.inputs,
+                           "a QNN context binary")
+    if not pinned:
+        return source
+    static = ctx.out / "static.onnx"
+    pin_input_shapes(source, static, pinned)
+    return static
+
+
+class QnnRunner(Runner):
+    """The compiled context model on the HTP (the x86 emulator on this machine)."""
+
+    def __init__(self, model: Path, options: QnnOptions, threads: int | None) -> None:
+        super().__init__()
+        self.model = model
+        self.options = options
+        self.threads = threads
+        self._session: Any = None
+
+    def _activate(self) -> None:
+        from edgebuild.backends.qnn.session import session
+
+        # The compile stage already refused a model with nodes the HTP cannot take (unless
+        # `cpu_fallback: report`); the CPU EP left here runs the graph I/O quantization.
+        self._session = session(self.model, self.options.provider_options(),
+                                cpu_fallback=True, threads=self.threads)
+
+    def _input_metadata(self) -> TensorMeta:
+        dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",
+                  "tensor(uint8)": "uint8", "tensor(int8)": "int8", "tensor(int64)": "int64",
+                  "tensor(int32)": "int32", "tensor(uint16)": "uint16"}
+        return {i.name: (tuple(d if isinstance(d, int) else str(d) for d in i.shape),
+                         dtypes.get(i.type, i.type)) for i in self._session.get_inputs()}
+
+    def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self._session.get_outputs()]
+        return dict(zip(names, self._session.run(names, feeds), strict=True))
+
+    def _deactivate(self) -> None:
+        self._session = None
+
+
+__all__ = ["CONTEXT_MODEL", "QnnBackend", "QnnOptions", "QnnRunner"]

@@ -1,0 +1,53 @@
+"""The QDQ model QNN's HTP runs: onnxruntime's QNN quantization recipe.
+
+`qnn_preprocess_model` first (it fuses what the HTP wants fused, e.g. LayerNorm),
+then `get_qnn_qdq_config`, which places Q/DQ the way the QNN EP consumes them and
+inserts the type conversions HTP needs between 8- and 16-bit tensors. Calibration
+feeds the recipe's dataset, as the quantize pass does for other backends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edgebuild.errors import StageError
+
+# precision -> (activation type, weight type), onnxruntime.quantization.QuantType names
+TYPES = {"int8": ("QUInt8", "QUInt8"), "int16": ("QUInt16", "QUInt8")}
+
+
+def quantize_for_htp(source: Path, destination: Path, precision: str, samples: Any,
+                     count: int, per_channel: bool) -> dict[str, Any]:
+    """Write the QNN QDQ model of `source`; returns what was done, for the metadata."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import (
+        get_qnn_qdq_config,
+        qnn_preprocess_model,
+    )
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.feeds = iter(samples.feed(i) for i in range(min(count, len(samples))))
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self.feeds, None)
+
+    preprocessed = destination.with_name("preprocessed.onnx")
+    changed = qnn_preprocess_model(str(source), str(preprocessed))
+    model = preprocessed if changed else source
+    activation, weight = TYPES[precision]
+    try:
+        config = get_qnn_qdq_config(str(model), Reader(),
+                                    activation_type=getattr(QuantType, activation),
+                                    weight_type=getattr(QuantType, weight),
+                                    per_channel=per_channel)
+        quantize(str(model), str(destination), config)
+    except Exception as exc:  # the quantizer's own message names what it refused
+        raise StageError(f"QNN quantization ({precision}) failed: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                         "exclude the node it names, or try `precision: fp16`") from None
+    finally:
+        preprocessed.unlink(missing_ok=True)
+    return {"activations": activation, "weights": weight, "per_channel": per_channel,
+            "preprocessed": bool(changed), "calibration_samples": min(count, len(samples))}
