@@ -142,12 +142,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
     cached = report.counts.get("cached", 0)
-    # Failed and unmeasurable stages ran too: "all cached" only when nothing ran at all.
-    executed = built + report.counts.get("failed", 0) + report.counts.get("unmeasurable", 0)
+    failed = report.counts.get("failed", 0)
+    unmeasurable = report.counts.get("unmeasurable", 0)
     skipped = report.counts.get("skipped", 0)
-    summary = (f"{executed} stage(s) executed ({built} built), {cached} cached"
-               + (f", {skipped} skipped" if skipped else "") if executed or skipped
-               else f"0 stages executed: all {cached} cached")
+    if built or failed or skipped:  # a failed stage ran too: never "all cached" then
+        summary = (f"{built + failed + unmeasurable} stage(s) executed ({built} built), "
+                   f"{cached} cached" + (f", {skipped} skipped" if skipped else ""))
+    elif unmeasurable:  # "is a phone attached now?" is asked every run, never cached
+        summary = (f"0 stages built: all {cached} cached; {unmeasurable} not measurable "
+                   "here (checked again every run)")
+    else:
+        summary = f"0 stages executed: all {cached} cached"
     print(f"\n{summary} ({report.seconds:.2f} s)")
     for target in report.targets:
         for gate in target.gates:

@@ -20,9 +20,10 @@ def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
     assert "Traceback" not in cold.stderr
     cached = edgebuild("run", recipe, "--out", str(out))
     assert cached.returncode == 0, cached.stdout + cached.stderr
-    assert "0 stages executed: all" in cached.stdout
+    assert "0 stages executed: all" in cached.stdout or "0 stages built: all" in cached.stdout
     report: dict = json.loads((out / "report.json").read_text())  # type: ignore[type-arg]
-    assert all(stage["cached"] for stage in report["stages"])
+    # Everything cached, but for device checks ("is a phone attached?"), asked every run.
+    assert all(s["cached"] or s["outcome"] == "unmeasurable" for s in report["stages"])
     return report
 
 
