@@ -280,7 +280,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "verify":
         bad = 0
         count = 0
-        for key in list(store.keys()):
+        for key in list(store.entry_keys()):
             count += 1
             entry = store.peek(key)
             problem = (store.check(entry) if entry is not None

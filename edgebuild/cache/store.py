@@ -104,7 +104,7 @@ class Store:
                 return f"file {name} does not match its recorded digest"
         return ""
 
-    def keys(self) -> Iterator[str]:
+    def entry_keys(self) -> Iterator[str]:
         """Every entry folder's key, readable manifest or not."""
         if not self.objects.is_dir():
             return
@@ -115,8 +115,8 @@ class Store:
                         yield entry.name
 
     def entries(self) -> Iterator[Artifact]:
-        """Every entry whose manifest reads (`keys` for the others too)."""
-        for key in self.keys():
+        """Every entry whose manifest reads (`entry_keys` for the others too)."""
+        for key in self.entry_keys():
             artifact = self.peek(key)
             if artifact is not None:
                 yield artifact

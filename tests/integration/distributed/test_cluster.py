@@ -151,3 +151,65 @@ def test_worker_refuses_a_profile_that_is_not_a_device(tmp_path: Path) -> None:
     result = edgebuild("worker", "tcp://127.0.0.1:1", "--target", "host-cpu")
     assert result.returncode == 2
     assert "does not run on a Dask worker" in result.stderr
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes of `pid` (Linux /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            found.append(int(status.parent.name))
+    return found
+
+
+def test_a_worker_killed_mid_stage_loses_nothing(tiny_project: Callable[..., Path],
+                                                 tmp_path: Path, scheduler: str) -> None:
+    """The stage's worker dies mid-measurement: Dask runs the task again elsewhere (or the
+    stage fails cleanly), and nothing half-written reaches the store."""
+    import signal
+
+    from edgebuild.cache.store import Store
+
+    recipe = tiny_project()
+    recipe.write_text(recipe.read_text().replace("min_seconds: 0}", "min_seconds: 20}"))
+    first = start_worker(scheduler, recipe.parent, "--name", "first")
+    second = None
+    cache = tmp_path / "cache"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "edgebuild", "run", str(recipe), "--cluster", scheduler,
+         "--out", str(tmp_path / "out"), "--cache-dir", str(cache)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The quick stages come and go; the 20 s measurement is the stage process that
+        # stays: kill its Dask worker once one has lived for 3 s.
+        seen: dict[int, float] = {}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            for pid in children(first.pid):
+                seen.setdefault(pid, now)
+            if any(now - since > 3 and pid in children(first.pid)
+                   for pid, since in seen.items()):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the measurement never started on the first worker")
+        second = start_worker(scheduler, recipe.parent, "--name", "second")
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        out, err = run.communicate(timeout=300)
+    finally:
+        for proc in (first, second, run):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert run.returncode in (0, 3), out + err
+    assert "Traceback" not in out + err
+    store = Store(cache)
+    for key in store.entry_keys():  # every entry whole and verified
+        assert store.lookup(key) is not None, key
