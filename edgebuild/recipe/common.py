@@ -36,7 +36,9 @@ class MeasureOverrides(Strict):
     max_busy_share: float | None = Field(None, gt=0, le=1)
 
     def apply(self, base: MeasureSettings) -> MeasureSettings:
-        changes = {k: v for k, v in self.model_dump().items() if v is not None}
+        # What the recipe wrote, `null` included (`max_busy_share: null` turns the check
+        # off); a key it did not write keeps the profile's value.
+        changes = {k: getattr(self, k) for k in self.model_fields_set}
         # Validated again as a whole: an override can contradict the profile
         # (min_iterations 1000 over a profile's max_iterations 500).
         return MeasureSettings.model_validate({**base.model_dump(), **changes})

@@ -60,3 +60,15 @@ def test_target_is_typed_and_variants_override() -> None:
     assert variant.options == {"a": 1, "b": 3} and variant.measure.min_iterations == 7
     assert target.options == {"a": 1, "b": 2}  # the original is untouched
     assert Target.model_validate(variant.model_dump(mode="json")) == variant
+
+
+def test_a_recipe_override_can_set_null() -> None:
+    """`max_busy_share: null` turns the busy check off; an unwritten key keeps the
+    profile's value (a bug once dropped every null, so the check stayed on)."""
+    from edgebuild.recipe.common import MeasureOverrides
+
+    base = MeasureSettings(threads=4)
+    off = MeasureOverrides.model_validate({"max_busy_share": None}).apply(base)
+    assert off.max_busy_share is None and off.threads == 4
+    kept = MeasureOverrides.model_validate({"threads": 2}).apply(base)
+    assert kept.max_busy_share == base.max_busy_share and kept.threads == 2
