@@ -112,7 +112,7 @@ class QnnBackend(Backend):
         model = static = _static(source, ctx)
         if options.precision is not QnnPrecision.FP16:
             assert options.calibration_dataset is not None  # the options model checks it
-            model = ctx.out / "model_qdq.onnx"
+            model = ctx.out / "qdq.onnx"  # scratch: the context binary is what ships
             metadata["quantization"] = quantize_for_htp(
                 static, model, options.precision.value,
                 ctx.dataset(options.calibration_dataset), options.calibration_samples,
@@ -129,8 +129,8 @@ class QnnBackend(Backend):
             raise StageError("the HTP took no node of the model",
                              "unsupported dtypes or dynamic shapes are the usual cause")
         found = partition.partition(model, context)
-        if static != source:
-            static.unlink()  # a scratch copy with pinned shapes, not part of the result
+        for scratch in {static, model} - {source}:
+            scratch.unlink()  # pinned shapes, QDQ: inputs of the context binary, not results
         if found.cpu and options.cpu_fallback is CpuFallback.FAIL:
             named = "; ".join(f"{op}: {', '.join(names[:5])}"
                               for op, names in sorted(found.cpu.items()))
