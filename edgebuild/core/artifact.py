@@ -35,6 +35,17 @@ class Artifact:
         return sum(self.sizes.values())
 
     @property
+    def shipped_bytes(self) -> int:
+        """Bytes of what is deployed: the files under the names in `metadata["ships"]`
+        when the producer lists them (a Core ML build keeps its accuracy proxy beside
+        the .mlpackage), else every file. The size gate reads this."""
+        ships = self.metadata.get("ships")
+        if not ships:
+            return self.size_bytes
+        return sum(size for name, size in self.sizes.items()
+                   if any(name == s or name.startswith(f"{s}/") for s in ships))
+
+    @property
     def main(self) -> Path:
         """The primary file (e.g. model.onnx), named by the producing op."""
         return self.path / str(self.metadata.get("main", next(iter(self.files), "")))

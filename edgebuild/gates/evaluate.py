@@ -53,7 +53,7 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
         if compiled is None or compiled.artifact is None:
             results.append(_not_run(target, "size", compiled))
         else:
-            size_mb = compiled.artifact.size_bytes / 1e6
+            size_mb = compiled.artifact.shipped_bytes / 1e6
             ok = size_mb <= gates.size.max_mb
             results.append(GateResult(
                 target=target, gate="size", status=_status(ok), counts_as_failure=not ok,
@@ -121,10 +121,13 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
     n = int(metrics["samples"])
     of = f" (output '{gate.output}')" if gate.output else ""
-    message = (f"on {n} samples of '{gate.dataset}'{of}: {shown}" +
-               (f"; failed: {'; '.join(failures)}" if failures else ""))
+    where = str(infer.artifact.metadata.get("where") or "")
+    # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
+    message = (f"on {n} samples of '{gate.dataset}'{of}"
+               + (f" [{where}]" if where else "") + f": {shown}"
+               + (f"; failed: {'; '.join(failures)}" if failures else ""))
     details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
-                               "task": gate.task.value}
+                               "task": gate.task.value, "where": where}
     layers = _layer_reports(stages, execution)
     if layers:
         details["layers"] = layers

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
 from edgebuild.passes.onnx_stats import graph_stats
+from edgebuild.passes.torch_capture import Capture, capture, check_capture
 from edgebuild.passes.torch_model import load_stage_model, sample_inputs
 
 
@@ -25,6 +26,11 @@ class ExportParams(BaseModel):
     exporter: Literal["legacy", "dynamo"] = Field(
         "legacy", description="`legacy` (TorchScript) or `dynamo` (torch.export, opset >= 18)."
     )
+    capture: Capture | None = Field(
+        None, description="How the model is captured: `trace` (the legacy exporter's "
+        "default; checked against eager PyTorch on inputs and their negations, so frozen "
+        "control flow fails the stage), `script` (torch.jit.script: keeps `if`/loops; "
+        "legacy exporter) or `export` (torch.export: the dynamo exporter).")
     check_samples: int = Field(2, ge=0, le=64, description="Random inputs compared after export.")
     atol: float = Field(1e-4, ge=0, description="Absolute tolerance of the check.")
     rtol: float = Field(1e-3, ge=0, description="Relative tolerance of the check.")
@@ -33,6 +39,11 @@ class ExportParams(BaseModel):
     def _dynamo_opset(self) -> ExportParams:
         if self.exporter == "dynamo" and self.opset < 18:
             raise ValueError("the dynamo exporter needs opset >= 18")
+        if self.capture is Capture.EXPORT and self.exporter != "dynamo":
+            raise ValueError("`capture: export` is the dynamo exporter: set `exporter: dynamo`")
+        if self.capture in (Capture.TRACE, Capture.SCRIPT) and self.exporter == "dynamo":
+            raise ValueError(f"`capture: {self.capture.value}` needs `exporter: legacy` "
+                             "(the dynamo exporter captures with torch.export)")
         return self
 
 
@@ -53,6 +64,7 @@ class ExportOnnx(Op):
         model = load_stage_model(ctx)
         tensors = ctx.io.inputs
         names = [t["name"] for t in tensors]
+        model_to_export = model
         outputs = ctx.io.outputs
         example = tuple(torch.zeros(t["shape"], dtype=getattr(torch, t["dtype"]))
                         for t in tensors)
@@ -62,9 +74,18 @@ class ExportOnnx(Op):
         kwargs: dict[str, Any] = {
             "input_names": names, "output_names": outputs, "opset_version": p.opset,
         }
+        captured: dict[str, Any] = {}
         if p.exporter == "legacy":
             kwargs["dynamo"] = False
             kwargs["dynamic_axes"] = dynamic or None
+            mode = p.capture or Capture.TRACE
+            graph = capture(model, tensors, mode)
+            # A trace that froze a branch is caught here, naming the mode to use; the
+            # exporter then traces the eager model itself as it always did.
+            captured = check_capture(model, graph, tensors, mode, max(p.check_samples, 1),
+                                     p.atol, p.rtol)
+            if mode is Capture.SCRIPT:
+                model_to_export = graph
         else:
             kwargs.update(dynamo=True, external_data=False, optimize=True)
             if dynamic:
@@ -80,11 +101,12 @@ class ExportOnnx(Op):
                                 dtype=getattr(torch, t["dtype"]))
                     for t in tensors)
         with torch.no_grad():
-            torch.onnx.export(model, example, str(destination), **kwargs)
+            torch.onnx.export(model_to_export, example, str(destination), **kwargs)
         check = self._check(model, destination, tensors, p)
         return OpResult(
             main="model.onnx", format="onnx",
             metadata={"exporter": p.exporter, "opset": p.opset, "check": check,
+                      "capture_check": captured,
                       "graph": graph_stats(destination)},
         )
 

@@ -36,7 +36,7 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
             row.p90_ms = float(p90) if p90 is not None else None
         compiled = execution.runs.get(result.stages.compiled)
         if compiled is not None and compiled.artifact is not None:
-            row.size_mb = round(compiled.artifact.size_bytes / 1e6, 3)
+            row.size_mb = round(compiled.artifact.shipped_bytes / 1e6, 3)
         for gate in result.gates:
             if gate.gate.startswith("accuracy"):
                 row.top1_agreement = gate.measured.get("top1_agreement")

@@ -147,7 +147,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         targets.append(TargetReport(
             name=name, profile=info.profile.name, backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,
-            size_bytes=compiled.size_bytes if compiled else None,
+            size_bytes=compiled.shipped_bytes if compiled else None,
             gates=gates, search=search_report,
             notes={file: (compiled.path / file).read_text()
                    for file in compiled.metadata.get("notes", [])} if compiled else {}))

@@ -1,15 +1,5 @@
-"""Apple Core ML: declared (formats, extra) so its profile plans; not implemented yet."""
+"""Apple Core ML backend (backend.py); the entry point names CoreMlBackend here."""
 
-from edgebuild.backends.planned import PlannedBackend
-
-
-class CoreMlBackend(PlannedBackend):
-    name = "coreml"
-    summary = "Apple Core ML .mlpackage via coremltools"
-    accepts = ("pytorch", "onnx")
-    produces = "mlpackage"
-    extra = "coreml"
-    tracking = "the Core ML backend issue"
-
+from edgebuild.backends.coreml.backend import CoreMlBackend
 
 __all__ = ["CoreMlBackend"]

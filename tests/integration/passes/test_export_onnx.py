@@ -40,3 +40,31 @@ def test_both_exporters_match_pytorch(tmp_path: Path, params: dict[str, Any]) ->
 def test_check_fails_the_stage_beyond_tolerance(tmp_path: Path) -> None:
     with pytest.raises(StageError, match="export check failed: ONNX differs from PyTorch"):
         export(tmp_path, atol=0.0, rtol=0.0, check_samples=8)
+
+
+def test_a_traced_branch_is_caught_and_script_keeps_it(tmp_path: Path) -> None:
+    """A model with data-dependent control flow: the trace check fails the stage naming
+    `capture: script`, which exports the branch as an ONNX If node."""
+    import onnx
+
+    from tests.conftest import REPO, edgebuild
+
+    recipe = tmp_path / "flow.yaml"
+    head = f"""\
+name: flow
+model: {{factory: {REPO / "tests" / "models" / "sign_gate.py"}:build}}
+inputs: [{{name: x, shape: [1, 8]}}]
+outputs: [y]
+targets:
+  host-cpu: {{gates: {{size: {{max_mb: 1}}}}}}
+"""
+    recipe.write_text(head + "passes: [export-onnx: {opset: 17}]\n")
+    traced = edgebuild("run", str(recipe), "--out", str(tmp_path / "traced"))
+    assert traced.returncode == 3, traced.stdout + traced.stderr
+    assert "the traced model differs from eager PyTorch" in traced.stderr
+    assert "capture: script" in traced.stderr and "Traceback" not in traced.stderr
+    recipe.write_text(head + "passes: [export-onnx: {opset: 17, capture: script}]\n")
+    scripted = edgebuild("run", str(recipe), "--out", str(tmp_path / "scripted"))
+    assert scripted.returncode == 0, scripted.stdout + scripted.stderr
+    (model,) = (tmp_path / "scripted" / "artifacts" / "host-cpu").glob("*.onnx")
+    assert "If" in {node.op_type for node in onnx.load(str(model)).graph.node}

@@ -1,0 +1,122 @@
+"""Apple Core ML: PyTorch -> .mlpackage (mlprogram) with coremltools, checked here as
+far as Linux allows.
+
+    PyTorch ─ capture (export | script | trace, checked against eager) ─ ct.convert
+            ─ weight compression (int8 | palettize) ─▶ model.mlpackage
+              + coreml_program.md (op list, precision, Neural Engine estimate)
+              + proxy/ (the same compression in PyTorch: the accuracy proxy)
+
+Core ML runs only on Apple's OSes: on Linux there is no runtime and no MIL
+interpreter. So accuracy here is a *weight-compression proxy* (proxy.py), labelled
+as such, and latency is "not measurable here: needs macOS". On a Mac (a `macos`
+target, or a Dask worker there holding the target's resource) the runner is
+Core ML itself, `MLModel.predict`.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from edgebuild.backends.base import Backend, Runner
+from edgebuild.backends.coreml.options import CoreMlOptions
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
+
+if TYPE_CHECKING:
+    from edgebuild.core.artifact import Artifact
+
+PACKAGE = "model.mlpackage"
+PROGRAM_NOTE = "coreml_program.md"
+
+
+def on_macos() -> bool:
+    return platform.system() == "Darwin"
+
+
+class CoreMlBackend(Backend):
+    name = "coreml"
+    summary = "Apple Core ML .mlpackage via coremltools (accuracy proxy here; Mac to run)"
+    accepts = ("pytorch",)
+    produces = "mlpackage"
+    Options = CoreMlOptions
+    tools: ClassVar[tuple[str, ...]] = ("coremltools", "torch", "scikit-learn")
+    version = 1
+    extra = "coreml"
+    runner_metadata: ClassVar[tuple[str, ...]] = ("io", "proxy")
+
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
+        from edgebuild.backends.coreml import program
+        from edgebuild.backends.coreml.convert import compress, convert, save
+        from edgebuild.backends.coreml.proxy import (
+            PROXY_DIR,
+            compress_like_coreml,
+            save_proxy,
+        )
+        from edgebuild.passes.torch_capture import capture, check_capture
+        from edgebuild.passes.torch_model import load_stage_model
+
+        options = CoreMlOptions.model_validate(target.options)
+        tensors, outputs = ctx.io.inputs, ctx.io.outputs
+        started = time.perf_counter()
+        model = load_stage_model(ctx)
+        captured = capture(model, tensors, options.capture)
+        check = check_capture(model, captured, tensors, options.capture,
+                              options.check_samples, options.atol, options.rtol)
+        mlmodel = compress(convert(captured, tensors, outputs, options), options)
+        package = ctx.out / PACKAGE
+        save(mlmodel, package)
+        converted = time.perf_counter() - started
+        proxy, proxy_info = compress_like_coreml(model, options)
+        proxy_path = save_proxy(proxy, tensors, options, ctx.out / PROXY_DIR)
+        ops = program.read_program(package)
+        rows = program.ane_table(ops)
+        title = (f"{options.compute_precision} compute, weights {options.weights}, "
+                 f"{options.minimum_deployment_target}")
+        (ctx.out / PROGRAM_NOTE).write_text(program.render_markdown(rows, ops, title))
+        package_bytes = sum(f.stat().st_size for f in package.rglob("*") if f.is_file())
+        return OpResult(main=PACKAGE, format=self.produces, metadata={
+            "capture_check": check, "compute_precision": options.compute_precision,
+            "weights": options.weights, "program": program.summary(rows, ops),
+            "notes": [PROGRAM_NOTE], "ships": [PACKAGE], "package_bytes": package_bytes,
+            "io": {"inputs": tensors, "outputs": outputs},
+            "proxy": {"file": str(proxy_path.relative_to(ctx.out)), **proxy_info},
+            "convert_seconds": round(converted, 2),
+            "compile_seconds": round(time.perf_counter() - started, 2)})
+
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
+        io = artifact.metadata["io"]
+        if on_macos():
+            from edgebuild.backends.coreml.runner import CoreMlRunner
+
+            options = CoreMlOptions.model_validate(target.options)
+            return CoreMlRunner(artifact.main, io["inputs"], io["outputs"],
+                                options.compute_units)
+        from edgebuild.backends.coreml.proxy import ProxyRunner
+
+        proxy = artifact.metadata["proxy"]
+        return ProxyRunner(artifact.path / proxy["file"], io["inputs"], io["outputs"],
+                           threads, half=proxy["compute"] == "fp16")
+
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
+        if purpose == "accuracy" or on_macos():
+            return ""  # the proxy here; Core ML itself on a Mac
+        return ("not measurable here: needs macOS (Core ML predicts only on Apple's OSes; "
+                "this machine is " + platform.system() + "); attach a Mac as a Dask worker "
+                "holding this target's resource (docs/backends-coreml.md)")
+
+    def where(self, target: Target, purpose: str = "latency") -> str:
+        if on_macos():
+            return f"macOS host: Core ML on this Mac ({platform.machine()}), not the iPhone"
+        if purpose != "accuracy":
+            return ""
+        options = CoreMlOptions.model_validate(target.options)
+        weights = {"none": "fp16-rounded weights" if options.compute_precision == "fp16"
+                   else "fp32 weights", "int8": "int8 per-channel weights",
+                   "palettize": f"{options.palettize_bits}-bit palettized weights"}
+        return (f"host: weight-compression proxy — {weights[options.weights]} in PyTorch, "
+                f"{options.compute_precision} compute; not Core ML numerics")
+
+    def device_latency(self, *args: Any, **kwargs: Any) -> None:
+        return None

@@ -1,0 +1,151 @@
+"""PyTorch -> Core ML mlprogram (.mlpackage) with coremltools, then weight compression.
+
+coremltools is imported only here and only when a stage runs: `import coremltools`
+takes seconds and pulls in torch (and TensorFlow when it is installed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.errors import BackendUnavailable, StageError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from edgebuild.backends.coreml.options import CoreMlOptions
+
+
+@contextmanager
+def quiet_coremltools() -> Iterator[Any]:
+    """coremltools, imported with its version warnings and progress bars silenced (they
+    say torch/TensorFlow/scikit-learn are newer than it was tested with, on every
+    import; the conversion's own result is checked instead)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("coremltools").setLevel(logging.ERROR)
+        try:
+            import coremltools as ct
+        except ImportError:
+            raise BackendUnavailable("coreml", "coremltools is not installed",
+                                     "coreml") from None
+        yield ct
+
+
+def convert(captured: Any, tensors: list[dict[str, Any]], outputs: list[str],
+            options: CoreMlOptions) -> Any:
+    """The captured model as an mlprogram MLModel, named like the recipe's I/O."""
+    with quiet_coremltools() as ct:
+        import numpy as np
+        import torch
+
+        kwargs: dict[str, Any] = {
+            "convert_to": "mlprogram",
+            "minimum_deployment_target": getattr(ct.target, options.minimum_deployment_target),
+            "compute_precision": ct.precision.FLOAT16 if options.compute_precision == "fp16"
+            else ct.precision.FLOAT32,
+            "compute_units": getattr(ct.ComputeUnit, options.compute_units.upper()),
+        }
+        exported = isinstance(captured, torch.export.ExportedProgram)
+        # float32 I/O whatever the compute precision (an iOS16+ fp16 program would
+        # otherwise take fp16 inputs). TorchScript carries no shapes: give them; an
+        # ExportedProgram has them, dynamic dimensions included, from torch.export.
+        kwargs["inputs"] = [
+            ct.TensorType(name=t["name"], dtype=_io_dtype(t["dtype"])) if exported
+            else ct.TensorType(name=t["name"], shape=_shape(ct, t, options),
+                               dtype=_io_dtype(t["dtype"]))
+            for t in tensors]
+        kwargs["outputs"] = [ct.TensorType(name=n, dtype=np.float32) for n in outputs]
+        try:
+            model = ct.convert(captured, **kwargs)
+        except Exception as exc:  # coremltools raises whatever its op converter hits
+            raise StageError(f"coremltools could not convert the model: "
+                             f"{type(exc).__name__}: {_first_line(exc)}",
+                             "another `capture:` mode often converts where one fails "
+                             "(export is the path coremltools develops)") from None
+        return _renamed(ct, model, [t["name"] for t in tensors], outputs)
+
+
+def _io_dtype(name: str) -> Any:
+    """Core ML I/O types are float32/float16/int32: floats as float32, ints as int32."""
+    import numpy as np
+
+    return np.float32 if name.startswith("float") else np.int32
+
+
+def _shape(ct: Any, tensor: dict[str, Any], options: CoreMlOptions) -> Any:
+    """A fixed shape, or a flexible one where the recipe declares dynamic axes."""
+    axes = {int(a) for a in tensor.get("dynamic_axes") or {}}
+    if not axes:
+        return tuple(tensor["shape"])
+    if options.enumerated_shapes:
+        shapes = options.enumerated_shapes.get(tensor["name"])
+        if shapes:
+            return ct.EnumeratedShapes(shapes=[tuple(s) for s in shapes],
+                                       default=tuple(tensor["shape"]))
+    if options.shape_range_max is None:
+        raise StageError(
+            f"input '{tensor['name']}' has dynamic axes {sorted(axes)}: a TorchScript "
+            "capture converts to an mlprogram only with bounded shapes",
+            "set the target option `shape_range_max` (upper bound of each dynamic axis) or "
+            "`enumerated_shapes`, or use `capture: export`")
+    upper = options.shape_range_max
+    return ct.Shape([ct.RangeDim(lower_bound=1, upper_bound=upper, default=d)
+                     if i in axes else d for i, d in enumerate(tensor["shape"])])
+
+
+def _renamed(ct: Any, model: Any, inputs: list[str], outputs: list[str]) -> Any:
+    """`model` with its features named as in the recipe (an ExportedProgram names them
+    after forward()'s arguments and internal values)."""
+    spec = model.get_spec()
+    current_in = [f.name for f in spec.description.input]
+    current_out = [f.name for f in spec.description.output]
+    if len(current_out) != len(outputs):
+        raise StageError(f"the Core ML model has {len(current_out)} outputs, the recipe "
+                         f"names {len(outputs)}: {outputs}")
+    pairs = [*zip(current_in, inputs, strict=True), *zip(current_out, outputs, strict=True)]
+    if all(old == new for old, new in pairs):
+        return model
+    for old, new in pairs:
+        if old != new:
+            ct.utils.rename_feature(spec, old, new)
+    return ct.models.MLModel(spec, weights_dir=model.weights_dir, skip_model_load=True)
+
+
+def compress(model: Any, options: CoreMlOptions) -> Any:
+    """`model` with its weights compressed as `options.weights` says (or as is)."""
+    if options.weights == "none":
+        return model
+    with quiet_coremltools():
+        from coremltools.optimize import coreml as cto
+
+        if options.weights == "int8":
+            config = cto.OpLinearQuantizerConfig(
+                mode="linear_symmetric", dtype="int8", granularity="per_channel",
+                weight_threshold=options.weight_threshold)
+            return cto.linear_quantize_weights(
+                model, cto.OptimizationConfig(global_config=config))
+        try:
+            import sklearn  # noqa: F401 - coremltools' k-means needs it
+        except ImportError:
+            raise BackendUnavailable("coreml", "palettization needs scikit-learn",
+                                     "coreml") from None
+        config = cto.OpPalettizerConfig(mode="kmeans", nbits=options.palettize_bits,
+                                        weight_threshold=options.weight_threshold)
+        return cto.palettize_weights(model, cto.OptimizationConfig(global_config=config))
+
+
+def save(model: Any, path: Path) -> None:
+    with quiet_coremltools():
+        model.save(str(path))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
