@@ -55,7 +55,16 @@ def test_quickstart_recipe(tmp_path: Path) -> None:
     optimize = next(s for s in report["stages"] if s["id"] == "onnx-optimize")
     assert optimize["metadata"]["after"]["nodes"] <= optimize["metadata"]["before"]["nodes"]
     assert (tmp_path / "out" / "artifacts" / "host-cpu" / "model.onnx").is_file()
-    assert "| host-cpu | latency |" in (tmp_path / "out" / "summary.md").read_text()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| host-cpu | latency |" in summary
+    # iPhone: a real .mlpackage built offline, its op table, the proxy gated, no Mac here.
+    assert (tmp_path / "out" / "artifacts" / "iphone" / "model.mlpackage").is_dir()
+    assert "Core ML program" in summary
+    iphone = {g["gate"]: g for t in report["targets"] if t["name"] == "iphone"
+              for g in t["gates"]}
+    assert iphone["accuracy"]["status"] == "passed" and iphone["size"]["status"] == "passed"
+    assert "weight-compression proxy" in iphone["accuracy"]["message"]
+    assert "needs macOS" in iphone["latency"]["message"]
 
 
 def test_misspelled_key_exits_2_with_location_and_hint(tmp_path: Path) -> None:
