@@ -28,6 +28,7 @@ class ProgramOps:
     flexible_inputs: list[str] = field(default_factory=list)
     opset: str = ""
     io_casts: int = 0  # casts between the float32 I/O and an fp16 program
+    consts: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
 
     def compute_ops(self) -> Counter[tuple[str, str]]:
         return Counter({k: n for k, n in self.counts.items() if not k[0].startswith(LOAD_TIME)})
@@ -66,12 +67,51 @@ def read_program(path: Path) -> ProgramOps:
 
 def _walk(block: Any, found: ProgramOps, mil: Any) -> None:
     for op in block.operations:
+        if op.type == "const":
+            found.consts[op.outputs[0].name] = _ints(op.attributes["val"])
         kind = op.outputs[0].type if op.outputs else None
         dtype = (mil.DataType.Name(kind.tensorType.dataType).lower()
                  if kind is not None and kind.HasField("tensorType") else "-")
-        found.counts[(op.type, dtype)] += 1
+        found.counts[(_refined(op, found.consts), dtype)] += 1
         for inner in op.blocks:  # cond / while_loop bodies
             _walk(inner, found, mil)
+
+
+def _ints(value: Any) -> tuple[int, ...] | None:
+    """A small integer constant (strides, kernel sizes, dilations), else None."""
+    if not value.HasField("immediateValue"):
+        return None
+    tensor = value.immediateValue.tensor
+    return tuple(tensor.ints.values) if tensor.WhichOneof("value") == "ints" else None
+
+
+def _argument(op: Any, name: str, consts: dict[str, tuple[int, ...] | None]) -> tuple[
+        int, ...] | None:
+    if name not in op.inputs or not op.inputs[name].arguments:
+        return None
+    argument = op.inputs[name].arguments[0]
+    if argument.HasField("name"):
+        return consts.get(argument.name)
+    return _ints(argument.value) if argument.HasField("value") else None
+
+
+def _refined(op: Any, consts: dict[str, tuple[int, ...] | None]) -> str:
+    """The op type, split where the Neural Engine rules depend on its attributes."""
+    if op.type == "conv":
+        dilations = _argument(op, "dilations", consts)
+        if dilations is not None:
+            return "conv (dilated)" if any(d > 1 for d in dilations) else "conv"
+    if op.type in ("max_pool", "avg_pool", "l2_pool"):
+        kernel, strides = _argument(op, "kernel_sizes", consts), _argument(op, "strides",
+                                                                             consts)
+        if kernel is not None and strides is not None:
+            large = max(kernel) > 13 or max(strides) > 2
+            return f"{op.type} ({'kernel > 13 or stride > 2' if large else 'small'})"
+    return str(op.type)
+
+
+def _rule(key: str) -> str:
+    return next(rule for name, rule, _ in GENERAL_RULES if name == key)
 
 
 @dataclass
@@ -97,8 +137,7 @@ def ane_table(ops: ProgramOps) -> list[AneRow]:
         if op == "cast (model I/O)":
             status, reason, source = "io", "float32 I/O converted at the boundary", ""
         elif dtype in ("fp32", "float32") and status != "fallback":
-            status, reason, source = ("fallback", "computes in fp32; the Neural Engine "
-                                      "computes in fp16 only", "fp16")
+            status, reason, source = ("fallback", _rule("fp32"), "ane-fp16")
         rows.append(AneRow(op, dtype, count, status, reason, source))
     return rows
 
@@ -126,6 +165,6 @@ def render_markdown(rows: list[AneRow], ops: ProgramOps, title: str) -> str:
             f"{n} × {op}" for op, n in sorted(ops.weight_ops().items()))]
     if ops.flexible_inputs:
         lines += ["", f"Flexible-shape inputs: {', '.join(ops.flexible_inputs)} — "
-                  + next(rule for key, rule, _ in GENERAL_RULES if key == "flexible")]
+                  + _rule("flexible")]
     lines += ["", "Sources:"] + [f"- [{key}] {where}" for key, where in SOURCES.items()]
     return "\n".join(lines) + "\n"

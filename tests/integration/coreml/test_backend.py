@@ -68,7 +68,11 @@ def test_fashion_mnist_builds_for_iphone_and_gates_the_proxy(fashion_build: Path
     stages = {s["id"]: s for s in report["stages"]}
     fp16 = stages["compile@iphone"]["metadata"]
     assert fp16["capture_check"]["capture"] == "export"
-    assert fp16["program"]["by_status"] and fp16["program"]["flexible_inputs"] == ["image"]
+    assert fp16["program"]["flexible_inputs"] == ["image"]
+    # 4 undilated convs + 2 small max-pools: decided from their constants, with a source.
+    assert fp16["program"]["by_status"]["ane"] == 6
+    note = (out / "artifacts" / "iphone" / "coreml_program.md").read_text()
+    assert "| max_pool (small) | float16 | 2 | ane |" in note and "hollance/neural-engine" in note
     int8 = stages["compile@iphone-int8"]["metadata"]
     assert int8["program"]["weight_ops"] == {"constexpr_affine_dequantize": 4}
     palette = stages["compile@iphone-palette"]["metadata"]
