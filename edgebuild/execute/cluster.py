@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.errors import EdgebuildError
+from edgebuild.execute.remote import Files
 from edgebuild.execute.task import StageTask, TaskOutcome
 
 CLUSTER_ENV = "EDGEBUILD_CLUSTER"
@@ -73,12 +75,19 @@ class DaskExecutor:
         self._client: Any = None
         self._cluster: Any = None
         self._threads: ThreadPoolExecutor | None = None
+        self._lock = threading.RLock()
+        self._scattered: dict[str, Any] = {}  # file digest -> Dask future of its bytes
+        self._digests: dict[Path, str] = {}  # client file -> digest, hashed once per run
 
     # -- connection (lazy) ---------------------------------------------------
 
     def _connect(self) -> Any:
-        if self._client is not None:
+        with self._lock:  # stage threads call this at once: one client, one cluster
+            if self._client is None:
+                self._client = self._start()
             return self._client
+
+    def _start(self) -> Any:
         quiet_dask()
         try:
             from distributed import Client, LocalCluster
@@ -91,14 +100,12 @@ class DaskExecutor:
                 self._cluster = LocalCluster(n_workers=self.spec.workers, threads_per_worker=1,
                                              processes=True, host="127.0.0.1",
                                              dashboard_address=None)
-                self._client = Client(self._cluster)
-            else:
-                self._client = Client(self.spec.address, timeout=30)
+                return Client(self._cluster)
+            return Client(self.spec.address, timeout=30)
         except (OSError, TimeoutError) as exc:
             raise EdgebuildError(f"cannot reach the Dask scheduler {self.spec}: {exc}",
                                  "is `dask scheduler` running there, and the port open?"
                                  ) from None
-        return self._client
 
     def _workers(self) -> dict[str, Any]:
         info: dict[str, Any] = self._connect().scheduler_info(n_workers=-1)
@@ -130,8 +137,24 @@ class DaskExecutor:
                         f"(start one on the device: edgebuild worker ADDRESS --target ...)")
             time.sleep(0.5)
 
+    def _send(self, files: dict[str, tuple[str, Path]]) -> Files:
+        """Each file's bytes scattered to the cluster once per run, keyed by content:
+        a dataset or model file that many stages read crosses the network once per
+        worker that needs it (Dask moves it between workers), not once per task."""
+        sent: Files = {}
+        for dest, (digest, path) in files.items():
+            with self._lock:
+                future = self._scattered.get(digest)
+            if future is None:
+                future = self._connect().scatter(path.read_bytes(), hash=True)
+                with self._lock:
+                    future = self._scattered.setdefault(digest, future)
+            sent[dest] = (digest, future)
+        return sent
+
     def _run(self, task: StageTask) -> TaskOutcome:
-        from edgebuild.execute.remote import pack_inputs, run_remote
+        from edgebuild.execute.carry import carry
+        from edgebuild.execute.remote import run_remote, task_files
 
         client = self._connect()
         started = time.time()
@@ -140,10 +163,16 @@ class DaskExecutor:
             if missing:
                 return TaskOutcome({"status": "unmeasurable", "reason": missing},
                                    started, time.time())
+        try:
+            carried = carry(task.spec, self._digests)
+            files = self._send(task_files(carried.spec, carried.files))
+        except (OSError, EdgebuildError) as exc:
+            return TaskOutcome({"status": "error", "message": f"cannot send the stage's files "
+                                f"to the cluster: {exc}"}, started, time.time())
         resources = {task.resource: 1} if task.resource else None
         future = client.submit(
-            run_remote, task.spec, pack_inputs(task.spec), [task.resource] if task.resource
-            else [], resources=resources, pure=False,
+            run_remote, carried.spec, files, [task.resource] if task.resource else [],
+            carried.expect_modules, resources=resources, pure=False,
             key=f"edgebuild-{re.sub(r'[^A-Za-z0-9_.@-]', '_', task.stage_id)}-"
                 f"{uuid.uuid4().hex[:8]}")
         try:
@@ -165,6 +194,7 @@ class DaskExecutor:
     def shutdown(self) -> None:
         if self._threads is not None:
             self._threads.shutdown(wait=True)
+        self._scattered.clear()  # releases the run's data on the cluster
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:

@@ -1,14 +1,15 @@
-"""The worker side of a stage task that runs on another machine (a Dask worker).
+"""The worker side of a stage task that runs on another machine (a Dask worker, an
+SSH host).
 
-A remote worker trusts no path of the client's: the task brings its input
-artifacts *by content* (file bytes, transferred by Dask), each file is checked
-against the digest the client's store recorded before the stage starts, the
-stage runs in its own process as it would locally (crash isolation), and the
-output files travel back as bytes for the client's store to digest and publish.
+A remote worker trusts no path of the client's. The task brings everything the
+stage reads *by content*: its input artifacts' files, and the datasets and model
+source files (carry.py rewrote their paths to the task's own `carried/` folder).
+Each file is checked against the digest the client recorded before the stage
+starts; the stage runs in its own process as it would locally (crash
+isolation); the output files travel back as bytes for the client's store to
+digest and publish.
 
-Datasets and the model source are still read by path (their digests are in the
-key on the client): on another machine they must be at the same paths, e.g. a
-shared folder (docs/distributed.md).
+    files: {"inputs/<role>/<name>": (sha256, bytes),  "recipe/carried/…": (sha256, bytes)}
 """
 
 from __future__ import annotations
@@ -22,47 +23,63 @@ from edgebuild.core.digest import digest_file
 from edgebuild.core.target import WORKER_RESOURCES_ENV
 from edgebuild.errors import CacheCorrupt
 
-Payload = dict[str, dict[str, bytes]]  # input role -> file name -> bytes
+Files = dict[str, tuple[str, Any]]  # destination -> (sha256, bytes | a Dask future of them)
 
 
-def pack_inputs(spec: dict[str, Any]) -> Payload:
-    """The input artifacts' files, read on the client."""
-    payload: Payload = {}
+def task_files(spec: dict[str, Any],
+               carried: dict[str, tuple[str, Path]]) -> dict[str, tuple[str, Path]]:
+    """Destination -> (digest, client path) of every file a remote stage needs: its input
+    artifacts' files (their manifests hold the digests) and the carried data and model."""
+    files = {f"recipe/{rel}": entry for rel, entry in carried.items()}
     for role, artifact in spec["inputs"].items():
-        folder = Path(artifact["path"])
-        payload[role] = {name: (folder / name).read_bytes() for name in artifact["files"]}
-    return payload
+        for name, digest in artifact["files"].items():
+            files[f"inputs/{role}/{name}"] = (digest, Path(artifact["path"]) / name)
+    return files
 
 
-def run_remote(spec: dict[str, Any], payload: Payload,
-               resources: list[str]) -> dict[str, Any]:
+def unpack(files: Files, root: Path) -> None:
+    """Write each file under `root`, refusing any whose content is not what the client sent."""
+    for dest, (digest, data) in files.items():
+        file = root / dest
+        if root.resolve() not in file.resolve().parents:
+            raise CacheCorrupt(f"refusing to write {dest!r} outside the task folder")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(data)
+        if digest_file(file) != digest:
+            raise CacheCorrupt(f"{dest} arrived damaged (its digest differs from the "
+                               "client's)")
+
+
+def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
+               expect_modules: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one stage on this (worker) machine; returns result, output files and log."""
+    from edgebuild.execute.carry import check_modules
     from edgebuild.execute.task import run_in_subprocess
 
     root = Path(tempfile.mkdtemp(prefix="edgebuild-task-"))
     try:
-        spec = {**spec, "inputs": {role: dict(a) for role, a in spec["inputs"].items()}}
-        for role, artifact in spec["inputs"].items():
-            folder = root / "inputs" / role
-            for name, data in payload[role].items():
-                file = folder / name
-                file.parent.mkdir(parents=True, exist_ok=True)
-                file.write_bytes(data)
-                if digest_file(file) != artifact["files"][name]:
-                    raise CacheCorrupt(f"input '{role}' file {name} arrived damaged "
-                                       "(its digest differs from the client's store)")
-            artifact["path"] = str(folder)
+        unpack(files, root)
+        recipe_dir = root / "recipe"
+        recipe_dir.mkdir(exist_ok=True)
+        skew = check_modules(expect_modules or {}, recipe_dir)
+        if skew:
+            return {"result": {"status": "error", "message": skew,
+                               "hint": "the worker imports its own installed packages"},
+                    "files": {}, "log": "", "worker": _worker_address()}
+        spec = {**spec, "recipe_dir": str(recipe_dir),
+                "inputs": {role: {**a, "path": str(root / "inputs" / role)}
+                           for role, a in spec["inputs"].items()}}
         out = root / "out"
         out.mkdir()
         spec["out"] = str(out)
         log = root / "stage.log"
         result = run_in_subprocess(spec, log, root / "scratch",
                                    {WORKER_RESOURCES_ENV: ",".join(resources)})
-        files = {}
+        outputs = {}
         if result.get("status") == "ok":
-            files = {p.relative_to(out).as_posix(): p.read_bytes()
-                     for p in sorted(out.rglob("*")) if p.is_file()}
-        return {"result": result, "files": files,
+            outputs = {p.relative_to(out).as_posix(): p.read_bytes()
+                       for p in sorted(out.rglob("*")) if p.is_file()}
+        return {"result": result, "files": outputs,
                 "log": log.read_text(errors="replace") if log.is_file() else "",
                 "worker": _worker_address()}
     finally:

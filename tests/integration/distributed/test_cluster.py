@@ -213,3 +213,45 @@ def test_a_worker_killed_mid_stage_loses_nothing(tiny_project: Callable[..., Pat
     store = Store(cache)
     for key in store.entry_keys():  # every entry whole and verified
         assert store.lookup(key) is not None, key
+
+
+def hidden_worker(address: str, hide: list[Path], *extra: str) -> subprocess.Popen[str]:
+    """A worker that cannot see `hide` (empty tmpfs mounted over each, in its own mount
+    namespace): as on another machine, it can only use what the task carries."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"needs `unshare -m` (root) to hide folders from a worker: "
+                    f"{probe.stderr.decode().strip()}")
+    mounts = " && ".join(f"mount -t tmpfs none '{folder}'" for folder in hide)
+    command = (f"{mounts} && exec '{sys.executable}' -m edgebuild worker {address} "
+               + " ".join(extra))
+    proc = subprocess.Popen(["unshare", "-m", "sh", "-c", command], cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "joined" in line:
+            return proc
+    raise AssertionError(f"worker did not join: exit {proc.wait()}")
+
+
+def test_a_worker_that_cannot_see_the_clients_files_builds_the_same(
+        tiny_project: Callable[..., Path], tmp_path: Path, scheduler: str) -> None:
+    """Datasets and the model source travel by content: the worker sees none of the
+    client's project folder, yet builds the same digests and verdicts."""
+    recipe = tiny_project()
+    local = edgebuild("run", str(recipe), "--out", str(tmp_path / "local"),
+                      "--cache-dir", str(tmp_path / "cache-local"))
+    assert local.returncode == 0, local.stderr
+    worker = hidden_worker(scheduler, [recipe.parent], "--name", "elsewhere")
+    try:
+        result = edgebuild("run", str(recipe), "--cluster", scheduler, "--out",
+                           str(tmp_path / "remote"), "--cache-dir", str(tmp_path / "cache"))
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        worker.kill()
+        worker.wait()
+    by_local = {s["id"]: s for s in report(tmp_path / "local")["stages"]}
+    for stage in report(tmp_path / "remote")["stages"]:
+        assert stage["worker"], stage["id"]
+        if stage["op"] != "measure-latency":
+            assert stage["artifact_digest"] == by_local[stage["id"]]["artifact_digest"]

@@ -1,0 +1,130 @@
+"""What a stage reads besides its input artifacts, made to travel by content.
+
+A stage on another machine (a Dask worker, an SSH host) must not read the
+client's paths. Its spec names datasets and the model source by path; this
+module rewrites every such path to one under a `carried/` folder of the task's
+own recipe folder, and lists the client files that belong there, each with
+its digest:
+
+    client spec  datasets.calib.images: /usr/share/datasets/…/t10k-images.gz
+    carried spec datasets.calib.images: carried/calib/t10k-images.gz
+    files        {"carried/calib/t10k-images.gz": (sha256, /usr/share/…)}
+
+The worker writes the files under its own task folder, checks each digest and
+points the spec's `recipe_dir` there (remote.py), so relative paths resolve as
+they did on the client. A factory or dataset function named by module
+(`package.module:fn`) is not carried: the worker imports its own installed
+copy, and `expect_modules` lets it check that copy is the client's (same
+digest), so a version skew fails the stage instead of building something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgebuild.core.digest import digest_file
+from edgebuild.errors import EdgebuildError
+from edgebuild.recipe.common import PackageFile
+from edgebuild.recipe.files import module_file, resolve_file, split_callable
+
+CARRIED = "carried"
+
+
+@dataclass
+class Carried:
+    spec: dict[str, Any]
+    files: dict[str, tuple[str, Path]] = field(default_factory=dict)  # rel -> (digest, path)
+    expect_modules: dict[str, str] = field(default_factory=dict)  # module -> digest
+
+
+class _Packer:
+    def __init__(self, base_dir: Path, digests: dict[Path, str]) -> None:
+        self.base_dir = base_dir
+        self.digests = digests  # shared across tasks: a file is hashed once per run
+        self.out = Carried({})
+
+    def file(self, ref: str | dict[str, Any], folder: str, name: str | None = None) -> str:
+        path = resolve_file(PackageFile.model_validate(ref) if isinstance(ref, dict) else ref,
+                            self.base_dir)
+        rel = f"{CARRIED}/{folder}/{name or path.name}"
+        self.add(rel, path)
+        return rel
+
+    def add(self, rel: str, path: Path) -> None:
+        real = path.resolve()
+        if real not in self.digests:
+            self.digests[real] = digest_file(real)
+        self.out.files[rel] = (self.digests[real], real)
+
+    def callable(self, ref: str, folder: str) -> str:
+        module, attr = split_callable(ref)
+        if module.endswith(".py"):
+            return f"{self.file(module, folder)}:{attr}"
+        source = module_file(module, self.base_dir)
+        if source is not None:
+            real = source.resolve()
+            self.digests.setdefault(real, digest_file(real))
+            self.out.expect_modules[module] = self.digests[real]
+        return ref
+
+    def dataset(self, name: str, data: dict[str, Any]) -> dict[str, Any]:
+        from edgebuild.data.digest import image_files
+        from edgebuild.recipe.datasets import ImageFolder
+
+        data = dict(data)
+        folder = f"datasets/{name}"
+        kind = data["kind"]
+        if kind == "images":
+            spec = ImageFolder.model_validate(data)
+            several = isinstance(spec.path, list)
+            for image in image_files(spec, self.base_dir):
+                rel = image.name if several else f"0/{image.name}"  # "<folder index>/<name>"
+                self.add(f"{CARRIED}/{folder}/{rel}", image.path)
+            folders = [f"{CARRIED}/{folder}/{i}" for i in range(len(spec.folders))]
+            data["path"] = folders if several else folders[0]
+        elif kind == "idx":
+            data["images"] = self.file(data["images"], folder, "images")
+            if data.get("labels") is not None:
+                data["labels"] = self.file(data["labels"], folder, "labels")
+        elif kind == "npz":
+            data["path"] = self.file(data["path"], folder, "data.npz")
+        elif kind == "callable":
+            data["function"] = self.callable(data["function"], folder)
+        return data
+
+    def source(self, model: dict[str, Any]) -> dict[str, Any]:
+        model = dict(model)
+        if model.get("onnx") is not None:
+            model["onnx"] = self.file(model["onnx"], "model", "model.onnx")
+        if model.get("weights") is not None:
+            model["weights"] = self.file(model["weights"], "model")
+        if model.get("factory") is not None:
+            model["factory"] = self.callable(model["factory"], "model")
+        return model
+
+
+def carry(spec: dict[str, Any], digests: dict[Path, str] | None = None) -> Carried:
+    """`spec` with every dataset and model-source path made relative to `carried/`,
+    and the client files to send. `digests` caches file digests across calls."""
+    packer = _Packer(Path(spec["recipe_dir"]), {} if digests is None else digests)
+    carried = {**spec, "datasets": {name: packer.dataset(name, data)
+                                    for name, data in spec["datasets"].items()}}
+    if spec.get("source") is not None:
+        carried["source"] = packer.source(spec["source"])
+    packer.out.spec = carried
+    return packer.out
+
+
+def check_modules(expected: dict[str, str], base_dir: Path) -> str:
+    """'' when this machine's copy of each module is the client's; else what differs."""
+    for module, digest in sorted(expected.items()):
+        try:
+            source = module_file(module, base_dir)
+        except (EdgebuildError, ImportError, ValueError) as exc:  # not installed here
+            return f"module {module} is not importable on this worker: {exc}"
+        if source is None or digest_file(source) != digest:
+            return (f"module {module} on this worker differs from the client's "
+                    f"({source}): install the same version on both")
+    return ""
