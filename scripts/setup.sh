@@ -17,13 +17,15 @@ PYTHON=${PYTHON:-python3}
 
 say() { printf '\n== %s\n' "$*"; }
 
-# Debian packages with real data: Fashion-MNIST (labelled) and OpenCV's sample
+# Debian packages. Real data: Fashion-MNIST (labelled) and OpenCV's sample
 # photos (~90 natural images, unlabelled; with scikit-image's, the >= 100-photo
 # agreement set of the EfficientNet recipes).
 APT_PACKAGES=()
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] \
   || APT_PACKAGES+=(dataset-fashion-mnist)
 [ -d /usr/share/doc/opencv-doc/examples/data ] || APT_PACKAGES+=(opencv-doc)
+# The SSH-board tests run a real sshd on loopback (tests/integration/ssh).
+[ -x /usr/sbin/sshd ] || APT_PACKAGES+=(openssh-server)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
   say "data packages: ${APT_PACKAGES[*]}"
   SUDO=""

@@ -63,7 +63,12 @@ class RunsOn(Strict):
     """Where the target's artifacts run. Compilation always runs on the build host."""
 
     kind: RunnerKind = RunnerKind.HOST
-    host: str | None = Field(None, description="SSH host, for `kind: ssh`.")
+    host: str | None = Field(
+        None, description="SSH destination, for `kind: ssh`: a `~/.ssh/config` alias, "
+        "`user@host` or `ssh://user@host:port` (keys and jump hosts come from your ssh config).")
+    python: str = Field(
+        "python3", description="For `kind: ssh`: the Python on the host that has edgebuild "
+        "installed (e.g. `/opt/edgebuild/.venv/bin/python`).")
     serial: str | None = Field(None, description="adb serial, for `kind: adb`.")
     resource: str | None = Field(None, description="Dask resource tag, for `kind: dask`.")
 
@@ -71,6 +76,8 @@ class RunsOn(Strict):
     def _needed_fields(self) -> RunsOn:
         if self.kind is RunnerKind.DASK and not self.resource:
             raise ValueError("`kind: dask` needs `resource:` (the worker's resource tag)")
+        if self.kind is RunnerKind.SSH and not self.host:
+            raise ValueError("`kind: ssh` needs `host:` (an ssh destination)")
         return self
 
 

@@ -19,6 +19,11 @@ from edgebuild.core.profile import MeasureSettings, RunnerKind, RunsOn, TargetPr
 WORKER_RESOURCES_ENV = "EDGEBUILD_WORKER_RESOURCES"
 
 
+def ssh_tag(host: str) -> str:
+    """The resource an SSH host's stage process holds (in WORKER_RESOURCES_ENV)."""
+    return f"ssh:{host}"
+
+
 def worker_resources() -> set[str]:
     return {r for r in os.environ.get(WORKER_RESOURCES_ENV, "").split(",") if r}
 
@@ -51,10 +56,12 @@ class Target(BaseModel):
     @property
     def runs_here(self) -> bool:
         """Whether this process is on the target's device: the build host for `host`,
-        a Dask worker holding the target's resource tag for `dask`."""
+        a Dask worker holding the target's resource tag for `dask`, the SSH host's
+        stage process for `ssh` (devices/ssh.py)."""
         kind = self.runs_on.kind
         return kind is RunnerKind.HOST or (
-            kind is RunnerKind.DASK and self.runs_on.resource in worker_resources())
+            kind is RunnerKind.DASK and self.runs_on.resource in worker_resources()) or (
+            kind is RunnerKind.SSH and ssh_tag(str(self.runs_on.host)) in worker_resources())
 
     def digest_data(self) -> dict[str, Any]:
         """The profile as plain data: what enters a target-specific stage's key."""

@@ -158,7 +158,7 @@ class Scheduler:
         work = self.store.begin(key)
         task = StageTask(stage.id, stage_spec(plan, stage, _inputs(stage, result), work), log,
                          device_of(plan, stage) if stage.measures else None,
-                         _resource(plan, stage))
+                         *_placement(plan, stage))
         started = _Started(stage, key, work, log, self._needs(plan, stage), time.perf_counter())
         return self.executor.submit(task), started
 
@@ -192,18 +192,23 @@ class Scheduler:
                         worker=outcome.extra.get("worker", ""))
 
 
-def _resource(plan: Plan, stage: Stage) -> str | None:
-    """The Dask resource tag a stage needs: the target's device, for the stages that
-    run on it (measurements, and compile for a backend that compiles on the device)."""
+def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | None]:
+    """The Dask resource tag, or the SSH board (host, python), a stage must run on: the
+    target's device, for the stages that run on it (measurements, and compile for a
+    backend that compiles on the device)."""
     if stage.target is None:
-        return None
-    runs_on = plan.recipe.targets[stage.target].runs_on
-    if runs_on.kind is not RunnerKind.DASK:
-        return None
+        return None, None
+    target = plan.recipe.targets[stage.target]
     on_device = stage.measures or (
-        stage.op == "compile"
-        and backend_class(plan.recipe.targets[stage.target].backend).compiles_on_device)
-    return runs_on.resource if on_device else None
+        stage.op == "compile" and backend_class(target.backend).compiles_on_device)
+    runs_on = target.runs_on
+    if not on_device:
+        return None, None
+    if runs_on.kind is RunnerKind.DASK:
+        return runs_on.resource, None
+    if runs_on.kind is RunnerKind.SSH:
+        return None, (str(runs_on.host), runs_on.python)
+    return None, None
 
 
 def _inputs(stage: Stage, result: ExecutionResult) -> dict[str, Artifact]:

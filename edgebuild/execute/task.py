@@ -34,6 +34,9 @@ class StageTask:
     # The Dask resource tag of the worker it must run on (runs_on: {kind: dask}):
     # a target's measuring stages, and compile for a backend that compiles on the device.
     resource: str | None = None
+    # (host, python) of the SSH board it must run on (runs_on: {kind: ssh}): the same
+    # stages as for a Dask resource.
+    ssh: tuple[str, str] | None = None
 
 
 @dataclass

@@ -59,14 +59,20 @@ class RunOptions:
 
 
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
-    """The executor behind the seam: local worker processes, or a Dask cluster."""
+    """The executor behind the seam: local worker processes, or a Dask cluster; SSH
+    boards' stages go over ssh either way."""
+    from edgebuild.devices.router import DeviceRouter
+
+    base: StageExecutor
     if options.cluster:
         from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
 
-        return DaskExecutor(ClusterSpec.parse(options.cluster), options.resource_timeout_s)
-    from edgebuild.execute.local import LocalExecutor
+        base = DaskExecutor(ClusterSpec.parse(options.cluster), options.resource_timeout_s)
+    else:
+        from edgebuild.execute.local import LocalExecutor
 
-    return LocalExecutor(store.tmp, store.root / "locks", options.jobs)
+        base = LocalExecutor(store.tmp, store.root / "locks", options.jobs)
+    return DeviceRouter(base, store.root / "locks")
 
 
 def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Report:

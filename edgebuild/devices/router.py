@@ -1,0 +1,50 @@
+"""Sends each stage task to where its device is: an SSH board over ssh, everything else
+to the run's executor (local worker processes or a Dask cluster).
+
+    scheduler ── task ──▶ DeviceRouter ─┬─ task.ssh set ─▶ run_over_ssh (devices/ssh.py)
+                                        └─ otherwise ───▶ LocalExecutor | DaskExecutor
+
+A board runs one stage at a time: its tasks hold a cross-process lock named for
+the device, as a local measurement does, so two runs never time it at once.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from edgebuild.execute.executor import StageExecutor
+from edgebuild.execute.locks import device_lock
+from edgebuild.execute.task import StageTask, TaskOutcome
+
+
+class DeviceRouter:
+    def __init__(self, base: StageExecutor, locks: Path) -> None:
+        self.base = base
+        self.locks = locks
+        self._boards: ThreadPoolExecutor | None = None
+        self._digests: dict[Path, str] = {}  # client file -> digest, hashed once per run
+
+    @property
+    def slots(self) -> int:
+        return self.base.slots
+
+    def submit(self, task: StageTask) -> Future[TaskOutcome]:
+        if task.ssh is None:
+            return self.base.submit(task)
+        if self._boards is None:
+            self._boards = ThreadPoolExecutor(thread_name_prefix="edgebuild-ssh")
+        return self._boards.submit(self._on_board, task)
+
+    def _on_board(self, task: StageTask) -> TaskOutcome:
+        from edgebuild.devices.ssh import run_over_ssh
+
+        assert task.ssh is not None
+        host, python = task.ssh
+        with device_lock(self.locks, f"ssh-{host}"):
+            return run_over_ssh(task, host, python, self._digests)
+
+    def shutdown(self) -> None:
+        if self._boards is not None:
+            self._boards.shutdown(wait=True)
+        self.base.shutdown()
