@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default=None, metavar="SPEC",
                    help="run stages on Dask: local[:N] (a loopback cluster) or "
                         "tcp://HOST:PORT (default: $EDGEBUILD_CLUSTER, else this machine)")
+    p.add_argument("--shared-cache", default=None, metavar="URL",
+                   help="a store other machines share, any fsspec URL (a folder, sftp://, "
+                        "s3://…): a local miss is fetched from it, a build is uploaded to it "
+                        "(default: $EDGEBUILD_SHARED_CACHE)")
     with_targets(p)
     p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
                    help="with --cluster: how long a device stage waits for a worker "
@@ -137,6 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
         progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
         cluster=args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None,
+        shared_cache=args.shared_cache or os.environ.get("EDGEBUILD_SHARED_CACHE") or None,
         resource_timeout_s=args.resource_timeout, targets=args.target)
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe

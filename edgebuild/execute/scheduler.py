@@ -10,6 +10,9 @@ Rules, in order:
   * on a failure, FAIL_FAST starts nothing new; KEEP_GOING still runs every
     stage that does not depend on the failed one.
 
+A shared store (cache/shared.py), when given, is the second tier of both: a
+local miss looks there, a local build is uploaded there; measurements never.
+
 Only this module touches the store for a plan's results: an executor runs tasks
 and never sees the cache, so a remote executor needs nothing but the tasks.
 """
@@ -22,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgebuild.cache.shared import SharedStore
 from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.profile import RunnerKind
@@ -50,8 +54,9 @@ class _Started:
 class Scheduler:
     def __init__(self, store: Store, executor: StageExecutor, logs_dir: Path,
                  policy: FailurePolicy = FailurePolicy.FAIL_FAST,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, shared: SharedStore | None = None) -> None:
         self.store = store
+        self.shared = shared  # a second tier other machines fill (never measurements)
         self.executor = executor
         self.logs_dir = logs_dir
         self.policy = policy
@@ -113,9 +118,14 @@ class Scheduler:
                         continue  # looked up before: a miss, waiting for resources
                     key = keys[stage.id] = resolver.key(stage, _inputs(stage, result))
                     artifact = self.store.lookup(key)
+                    message = ""
+                    if artifact is None and self.shared is not None and not stage.measures:
+                        artifact = self.shared.fetch(key, self.store)
+                        message = f"from the shared cache {self.shared.url}"
                     if artifact is None:
                         continue
-                    run = StageRun(stage, Outcome.CACHED, key=key, artifact=artifact)
+                    run = StageRun(stage, Outcome.CACHED, key=key, artifact=artifact,
+                                   message=message)
                 else:
                     continue
                 del pending[stage.id]
@@ -187,6 +197,8 @@ class Scheduler:
         metadata = {**done["metadata"], "main": done["main"], "stage": stage.id,
                     "op": stage.op, "seconds": done["seconds"]}
         artifact = self.store.commit(key, started.work, done["format"], metadata)
+        if self.shared is not None and not stage.measures:
+            self.shared.push(artifact)
         return StageRun(stage, Outcome.BUILT, seconds, key, artifact, log=log,
                         started=outcome.started, finished=outcome.finished,
                         worker=outcome.extra.get("worker", ""))

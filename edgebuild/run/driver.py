@@ -56,6 +56,7 @@ class RunOptions:
     cluster: str | None = None
     resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
     targets: list[str] | None = None  # globs: build and gate only these targets
+    shared_cache: str | None = None  # fsspec URL of a store other machines share
 
 
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
@@ -99,10 +100,15 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     for name in {d for s in built.order() for d in s.datasets}:
         resolver.dataset(name)
 
+    shared = None
+    if options.shared_cache:
+        from edgebuild.cache.shared import SharedStore
+
+        shared = SharedStore(options.shared_cache)
     executor = make_executor(options, store)
 
     def scheduler(progress: Progress) -> Scheduler:
-        return Scheduler(store, executor, out / "logs", options.policy, progress)
+        return Scheduler(store, executor, out / "logs", options.policy, progress, shared)
 
     try:
         execution, searches = search.execute(built, resolver, scheduler, options.progress,
