@@ -27,7 +27,7 @@ APT_PACKAGES=()
 # The SSH-board tests run a real sshd on loopback (tests/integration/ssh).
 [ -x /usr/sbin/sshd ] || APT_PACKAGES+=(openssh-server)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
-  say "data packages: ${APT_PACKAGES[*]}"
+  say "Debian packages: ${APT_PACKAGES[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
