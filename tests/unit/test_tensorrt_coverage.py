@@ -191,3 +191,28 @@ def test_local_function_body_is_walked() -> None:
     assert rows["MyBlock"].verdict is Verdict.SUPPORTED
     assert rows["Unique"].verdict is Verdict.UNSUPPORTED
     assert rows["Unique"].examples == ("blk/MyBlock/inner",)
+
+
+def test_loop_body_and_uint8_dequantize() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+         helper.make_node("StringNormalizer", ["v_in"], ["v_out"], name="norm")],
+        "body", [value("i", TensorProto.INT64, []), value("cond_in", TensorProto.BOOL, []),
+                 value("v_in", TensorProto.STRING, [1])],
+        [value("cond_out", TensorProto.BOOL, []), value("v_out", TensorProto.STRING, [1])])
+    loop = helper.make_node("Loop", ["n", "c", "v"], ["out"], name="loop", body=body)
+    dq = helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["dq"], name="dq")
+    report = coverage(model(
+        [loop, dq], [value("n", TensorProto.INT64, []), value("c", TensorProto.BOOL, []),
+                     value("v", TensorProto.STRING, [1]), value("q", TensorProto.UINT8, [4])],
+        [value("out", TensorProto.STRING, [1]), value("dq", F, [4])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "scale"),
+         numpy_helper.from_array(np.array(128, np.uint8), "zp")]))
+    rows = {r.op: r for r in report.rows}
+    assert rows["StringNormalizer"].verdict is Verdict.UNSUPPORTED
+    assert rows["StringNormalizer"].examples == ("loop/body/norm",)
+    assert rows["Loop"].verdict is Verdict.SUPPORTED
+    dq_note = rows["DequantizeLinear"].note
+    assert rows["DequantizeLinear"].verdict is Verdict.RESTRICTED
+    assert "UINT8 is only supported as a network input or output" in dq_note
+    assert "non-zero `x_zero_point`" in dq_note
