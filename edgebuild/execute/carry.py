@@ -45,10 +45,12 @@ class _Packer:
         self.digests = digests  # shared across tasks: a file is hashed once per run
         self.out = Carried({})
 
-    def file(self, ref: str | dict[str, Any], folder: str, name: str | None = None) -> str:
+    def file(self, ref: str | dict[str, Any], folder: str, role: str = "") -> str:
+        """The carried path of one file. Its name is kept (loaders read `.gz` from it);
+        `role` keeps two files of one dataset with the same name apart."""
         path = resolve_file(PackageFile.model_validate(ref) if isinstance(ref, dict) else ref,
                             self.base_dir)
-        rel = f"{CARRIED}/{folder}/{name or path.name}"
+        rel = f"{CARRIED}/{folder}/{role}{path.name}"
         self.add(rel, path)
         return rel
 
@@ -85,11 +87,11 @@ class _Packer:
             folders = [f"{CARRIED}/{folder}/{i}" for i in range(len(spec.folders))]
             data["path"] = folders if several else folders[0]
         elif kind == "idx":
-            data["images"] = self.file(data["images"], folder, "images")
+            data["images"] = self.file(data["images"], folder, "images/")
             if data.get("labels") is not None:
-                data["labels"] = self.file(data["labels"], folder, "labels")
+                data["labels"] = self.file(data["labels"], folder, "labels/")
         elif kind == "npz":
-            data["path"] = self.file(data["path"], folder, "data.npz")
+            data["path"] = self.file(data["path"], folder)
         elif kind == "callable":
             data["function"] = self.callable(data["function"], folder)
         return data
@@ -97,7 +99,7 @@ class _Packer:
     def source(self, model: dict[str, Any]) -> dict[str, Any]:
         model = dict(model)
         if model.get("onnx") is not None:
-            model["onnx"] = self.file(model["onnx"], "model", "model.onnx")
+            model["onnx"] = self.file(model["onnx"], "model")
         if model.get("weights") is not None:
             model["weights"] = self.file(model["weights"], "model")
         if model.get("factory") is not None:

@@ -54,8 +54,10 @@ def test_every_dataset_kind_and_the_model_source_are_carried(project: Path,
     sets = out.spec["datasets"]
     assert sets["photos"]["path"] == ["carried/datasets/photos/0", "carried/datasets/photos/1"]
     assert sets["one"]["path"] == "carried/datasets/one/0"
-    assert sets["idx"]["images"] == "carried/datasets/idx/images"
-    assert sets["npz"]["path"] == "carried/datasets/npz/data.npz"
+    # Names are kept: the IDX reader decides gzip from `.gz`.
+    assert sets["idx"]["images"] == "carried/datasets/idx/images/images.gz"
+    assert sets["idx"]["labels"] == "carried/datasets/idx/labels/labels.gz"
+    assert sets["npz"]["path"] == "carried/datasets/npz/set.npz"
     assert sets["fn"]["function"] == "carried/datasets/fn/make.py:build"
     assert sets["module"]["function"] == "json:loads"  # the worker's own installed copy…
     assert "json" in out.expect_modules  # …checked against the client's
@@ -76,7 +78,7 @@ def test_every_dataset_kind_and_the_model_source_are_carried(project: Path,
 
     images = image_files(ImageFolder.model_validate(sets["photos"]), worker / "recipe")
     assert [i.name for i in images] == ["0/cats/a.png", "0/cats/b.jpg", "1/c.png"]
-    assert (worker / "recipe" / "carried/datasets/idx/labels").read_bytes() == b"idx labels"
+    assert (worker / "recipe" / sets["idx"]["labels"]).read_bytes() == b"idx labels"
     assert check_modules(out.expect_modules, worker / "recipe") == ""
 
 
@@ -95,3 +97,24 @@ def test_input_artifacts_travel_and_damage_is_refused(project: Path, tmp_path: P
 def test_a_module_that_differs_on_the_worker_is_named(tmp_path: Path) -> None:
     assert "differs from the client's" in check_modules({"json": "0" * 64}, tmp_path)
     assert "not importable" in check_modules({"no_such_pkg.mod": "0" * 64}, tmp_path)
+
+
+def test_a_carried_gzip_idx_file_still_reads(tmp_path: Path) -> None:
+    """The IDX reader knows gzip by the `.gz` name: carrying must keep it."""
+    import gzip
+    import struct
+
+    from edgebuild.data.loaders import read_idx
+
+    project = tmp_path / "project"
+    project.mkdir()
+    images = np.arange(8, dtype=np.uint8).reshape(2, 2, 2)
+    raw = struct.pack(">I", 0x0803) + struct.pack(">III", 2, 2, 2) + images.tobytes()
+    (project / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(raw))
+    out = carry(spec_for(project, {"idx": {"kind": "idx",
+                                           "images": "t10k-images-idx3-ubyte.gz"}}, None))
+    worker = tmp_path / "worker"
+    unpack({dest: (digest, path.read_bytes())
+            for dest, (digest, path) in task_files(out.spec, out.files).items()}, worker)
+    carried = worker / "recipe" / out.spec["datasets"]["idx"]["images"]
+    assert np.array_equal(read_idx(carried), images)
