@@ -153,7 +153,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                    for file in compiled.metadata.get("notes", [])} if compiled else {}))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
-        outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
+        inputs=run.stage.upstream, outcome=run.outcome.value,
+        cached=run.outcome is Outcome.CACHED,
         seconds=round(run.seconds, 3), key=run.key,
         artifact_digest=run.artifact.digest if run.artifact else None,
         message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
