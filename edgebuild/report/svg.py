@@ -52,6 +52,10 @@ class Axis:
                                     math.ceil(math.log10(self.high)) + 1)
                      for m in (1, 2, 5)]
             inside = [v for v in found if self.low <= v <= self.high]
+            if len(inside) > 9:  # many decades: powers of ten only, thinned
+                decades = [v for v in inside if math.isclose(math.log10(v) % 1, 0,
+                                                              abs_tol=1e-9)]
+                return decades[::math.ceil(len(decades) / 8)]
             if len(inside) >= 3:
                 return inside
         span = self.high - self.low
@@ -102,7 +106,7 @@ def latency_plot(samples: Sequence[float], budget: float | None,
     whisker_low = next(v for v in ordered if v >= q1 - 1.5 * iqr)
     whisker_high = next(v for v in reversed(ordered) if v <= q3 + 1.5 * iqr)
     wanted = [ordered[0], quantile(ordered, 0.99)] + ([gated[1]] if gated else [])
-    far = budget is not None and budget > 3 * max(wanted)
+    far = budget is not None and not min(wanted) / 3 <= budget <= 3 * max(wanted)
     if budget is not None and not far:
         wanted.append(budget)
     axis = make_axis(wanted, 20, width - 20)
@@ -138,11 +142,15 @@ def latency_plot(samples: Sequence[float], budget: float | None,
     marks = [("gated", f"{gated[0]} {fmt(gated[1])} ms", gated[1])] if gated else []
     if budget is not None and far:
         reference = gated or ("median", median)
-        text = (f"budget {fmt(budget)} ms: off the scale, {budget / reference[1]:.0f}× the "
-                f"{reference[0]} ▸")
-        taken.append((axis.end - 6.6 * len(text), axis.end))
-        body.append(f'<text class="mark-budget" x="{axis.end:.1f}" y="13" '
-                    f'text-anchor="end">{escape(text)}</text>')
+        ratio = budget / reference[1]
+        times = f"{ratio:.0f}× the" if ratio > 1 else f"1/{1 / ratio:.0f} of the"
+        text = f"budget {fmt(budget)} ms: off the scale, {times} {reference[0]}"
+        text_w = 6.6 * (len(text) + 2)
+        at_right = ratio > 1
+        left = axis.end - text_w if at_right else axis.start
+        taken.append((left, left + text_w))
+        body.append(f'<text class="mark-budget" x="{left:.1f}" y="13">'
+                    + (f"{escape(text)} ▸" if at_right else f"◂ {escape(text)}") + "</text>")
     elif budget is not None:
         marks.append(("budget", f"budget {fmt(budget)} ms", budget))
     for css, text, value in marks:
