@@ -24,8 +24,10 @@ APT_PACKAGES=()
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] \
   || APT_PACKAGES+=(dataset-fashion-mnist)
 [ -d /usr/share/doc/opencv-doc/examples/data ] || APT_PACKAGES+=(opencv-doc)
+# Headless Chromium renders report.html in tests/integration/test_report_browser.py.
+[ -x /usr/bin/chromium ] || APT_PACKAGES+=(chromium)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
-  say "data packages: ${APT_PACKAGES[*]}"
+  say "Debian packages: ${APT_PACKAGES[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq

@@ -145,7 +145,7 @@ def latency_plot(samples: Sequence[float], budget: float | None,
         ratio = budget / reference[1]
         times = f"{ratio:.0f}× the" if ratio > 1 else f"1/{1 / ratio:.0f} of the"
         text = f"budget {fmt(budget)} ms: off the scale, {times} {reference[0]}"
-        text_w = 6.6 * (len(text) + 2)
+        text_w = 7.2 * (len(text) + 2)
         at_right = ratio > 1
         left = axis.end - text_w if at_right else axis.start
         taken.append((left, left + text_w))
@@ -156,7 +156,7 @@ def latency_plot(samples: Sequence[float], budget: float | None,
     for css, text, value in marks:
         x = axis(value)
         body.append(f'<line class="{css}" x1="{x:.1f}" y1="28" x2="{x:.1f}" y2="118"/>')
-        text_w = 6.6 * len(text)
+        text_w = 7.2 * len(text)  # bold 11 px
         left = x + 4 if x + 4 + text_w <= width else x - 4 - text_w
         row = 13 if not any(left < b and a < left + text_w for a, b in taken) else 26
         taken.append((left, left + text_w))
