@@ -47,6 +47,7 @@ pre{background:#f0f2f5;padding:8px;overflow-x:auto;white-space:pre-wrap}
 .status{font-weight:600;white-space:nowrap}
 .status.passed{color:#1a7f37}.status.failed,.status.not-run{color:#cf222e}
 .status.unmeasurable,.status.undecided{color:#9a6700}
+.status.chosen{color:#1a7f37}.status.rejected{color:#cf222e}
 tr.failed td,tr.not-run td{background:#fff1f0}tr.unmeasurable td,tr.undecided td{background:#fff8e1}
 .chip{display:inline-block;border-radius:9px;padding:0 7px;margin:1px;font-size:12px;color:#fff}
 .chip.passed{background:#1f883d}.chip.failed,.chip.not-run{background:#cf222e}

@@ -237,3 +237,23 @@ def test_write_reports_writes_the_page(report: Report, tmp_path: Path) -> None:
     page = (tmp_path / "report.html").read_text()
     assert page == html_page(report)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_sparse_reports_render() -> None:
+    """An empty run, and one whose latency came from a device tool (no samples, no p90)."""
+    empty = Report(recipe="empty", recipe_file="e.yaml", edgebuild_version="0", started="",
+                   seconds=0.0, exit_code=0, stages=[], targets=[], counts={})
+    assert "all gates passed" in html_page(empty)
+    device = GateResult(target="phone", gate="latency", status=GateStatus.UNMEASURABLE,
+                        counts_as_failure=False, measured={"mean": 3.0, "n": 50.0},
+                        limits={"budget_ms": 5.0, "percentile": 90.0},
+                        message="not measurable here: the device tool reports mean, n")
+    one = Report(recipe="one", recipe_file="o.yaml", edgebuild_version="0", started="",
+                 seconds=1.0, exit_code=0, counts={"built": 1},
+                 stages=[_stage("compile@phone", [])],
+                 targets=[TargetReport(name="phone", profile="android", backend="tflite",
+                                       gates=[device], notes={"n.md": "just text, no heading"})])
+    page = html_page(one)
+    _parse(page)
+    assert "No latency samples" in page and "just text, no heading" in page
+    assert "no edges are drawn" in page
