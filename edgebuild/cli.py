@@ -178,7 +178,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         done = built + cached
         print(f"\nto resume: fix the cause and run the same command again; the {done} "
               f"stage(s) that finished are cached and will not run again.", file=sys.stderr)
-    print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml")
+    print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml, "
+          f"{out}/report.html")
     return report.exit_code
 
 

@@ -26,6 +26,8 @@ APT_PACKAGES=()
 [ -d /usr/share/doc/opencv-doc/examples/data ] || APT_PACKAGES+=(opencv-doc)
 # The SSH-board tests run a real sshd on loopback (tests/integration/ssh).
 [ -x /usr/sbin/sshd ] || APT_PACKAGES+=(openssh-server)
+# Headless Chromium renders report.html in tests/integration/test_report_browser.py.
+[ -x /usr/bin/chromium ] || APT_PACKAGES+=(chromium)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
   say "Debian packages: ${APT_PACKAGES[*]}"
   SUDO=""

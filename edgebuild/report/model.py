@@ -14,6 +14,8 @@ class StageReport(BaseModel):
     op: str
     target: str | None
     outcome: str  # cached | built | failed | skipped | unmeasurable
+    inputs: list[str] = Field(default_factory=list,
+                              description="The stages it reads (its edges in the build graph).")
     cached: bool
     seconds: float
     key: str | None = None

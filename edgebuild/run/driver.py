@@ -9,7 +9,7 @@ cached measurements, and writes the reports::
                                                   │ (searches: waves + select plan)
                           evaluate_target ◀───────┘
                                  ▼
-                  Report ─▶ report.json, summary.md, junit.xml, artifacts/<target>/
+                  Report ─▶ report.json, summary.md, junit.xml, report.html, artifacts/<target>/
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                    for file in compiled.metadata.get("notes", [])} if compiled else {}))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
-        outcome=run.outcome.value, cached=run.outcome is Outcome.CACHED,
+        inputs=run.stage.upstream, outcome=run.outcome.value,
+        cached=run.outcome is Outcome.CACHED,
         seconds=round(run.seconds, 3), key=run.key,
         artifact_digest=run.artifact.digest if run.artifact else None,
         message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
@@ -224,10 +225,12 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
 
 
 def write_reports(report: Report, out: Path) -> None:
+    from edgebuild.report.html import html_page
     from edgebuild.report.render import junit, markdown
 
     for name, text in (("report.json", report.model_dump_json(indent=2)),
-                       ("summary.md", markdown(report)), ("junit.xml", junit(report))):
+                       ("summary.md", markdown(report)), ("junit.xml", junit(report)),
+                       ("report.html", html_page(report))):
         tmp = out / f".{name}.tmp"
         tmp.write_text(text)
         tmp.replace(out / name)
