@@ -176,7 +176,10 @@ def test_a_worker_killed_mid_stage_loses_nothing(tiny_project: Callable[..., Pat
     from edgebuild.cache.store import Store
 
     recipe = tiny_project()
-    recipe.write_text(recipe.read_text().replace("min_seconds: 0}", "min_seconds: 20}"))
+    # 20 s of timing whatever the CPU: the tiny model reaches the default 100,000-run cap
+    # in under 2 s on a fast one.
+    recipe.write_text(recipe.read_text().replace(
+        "min_seconds: 0}", "min_seconds: 20, max_iterations: 100000000}"))
     first = start_worker(scheduler, recipe.parent, "--name", "first")
     second = None
     cache = tmp_path / "cache"
@@ -198,7 +201,10 @@ def test_a_worker_killed_mid_stage_loses_nothing(tiny_project: Callable[..., Pat
                 break
             time.sleep(0.2)
         else:
-            raise AssertionError("the measurement never started on the first worker")
+            run.kill()
+            out, err = run.communicate()
+            raise AssertionError(f"the measurement never started on the first worker:\n"
+                                 f"{out}\n{err}")
         second = start_worker(scheduler, recipe.parent, "--name", "second")
         first.send_signal(signal.SIGKILL)
         first.wait()
