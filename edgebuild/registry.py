@@ -29,6 +29,7 @@ BACKEND_GROUP = "edgebuild.backends"
 OPS: dict[str, str] = {
     "import-onnx": "edgebuild.passes.import_onnx:ImportOnnx",
     "compile": "edgebuild.passes.compile:Compile",
+    "device-build": "edgebuild.passes.device_build:DeviceBuild",
     "reference": "edgebuild.gates.reference:Reference",
     "infer": "edgebuild.gates.accuracy:Infer",
     "measure-latency": "edgebuild.gates.latency:MeasureLatency",

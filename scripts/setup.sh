@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino,tflite,distributed,qnn,coreml}
+EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino,tflite,distributed,qnn,coreml,tensorrt-onnx}
 PYTHON=${PYTHON:-python3}
 
 say() { printf '\n== %s\n' "$*"; }

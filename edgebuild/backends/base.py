@@ -109,6 +109,7 @@ class Backend(ABC):
     tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
     version: ClassVar[int] = 1  # in the key of every stage it compiles or runs; bump on change
     extra: ClassVar[str | None] = None  # pip extra that installs its tools
+    install_hint: ClassVar[str] = ""  # when the extra alone cannot install them (vendor wheels)
     # Passes the planner may insert to reach `accepts` (each converts its `accepts[0]`
     # into its `produces`), e.g. TFLite contributes onnx -> tf-savedmodel.
     conversions: ClassVar[tuple[str, ...]] = ()
@@ -118,6 +119,14 @@ class Backend(ABC):
     # Compile must run on the target device itself (a TensorRT engine is built for the
     # GPU it runs on): under a Dask cluster it is sent to the worker holding the device.
     compiles_on_device: ClassVar[bool] = False
+    # Compile runs here, and a second stage (`device-build`, placed like a measurement)
+    # turns its result into what the device runs: `build_on_device` (TensorRT's engine).
+    # Latency times that; accuracy times the compiled artifact when `accuracy_on_host`.
+    builds_on_device: ClassVar[bool] = False
+    accuracy_on_host: ClassVar[bool] = False
+    # What a device worker must have installed (`edgebuild worker --target` checks it
+    # before joining); default: `tools`.
+    device_tools: ClassVar[tuple[str, ...]] = ()
     implemented: ClassVar[bool] = True
 
     def options(self, target: Target) -> BaseModel:
@@ -135,6 +144,11 @@ class Backend(ABC):
         no input artifact and reads `ctx.model_source` instead; datasets named by
         its options (TFLite's calibration set) come from `ctx.dataset(name)`.
         """
+
+    def build_on_device(self, ctx: StageContext, target: Target) -> OpResult:
+        """With `builds_on_device`: turn the compiled `ctx.input()` into the device's
+        artifact, on the device; elsewhere return a typed `unmeasurable` result."""
+        raise NotImplementedError(f"backend {self.name} does not build on the device")
 
     @abstractmethod
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:

@@ -224,13 +224,15 @@ def serve_worker(address: str, profile: Any | None, name: str | None = None,
                                  f"(runs_on.kind: {profile.runs_on.kind.value})",
                                  "set `runs_on: {kind: dask, resource: TAG}` in the profile")
         backend = backend_class(profile.backend)
-        versions = {tool: tool_version(tool) for tool in backend.tools}
+        versions = {tool: tool_version(tool) for tool in backend.device_tools or backend.tools}
         missing = sorted(t for t, v in versions.items() if v == "not-installed")
         if missing or not backend.implemented:
             raise EdgebuildError(
                 f"this machine cannot serve '{profile.name}': backend '{backend.name}' "
-                + (f"needs {', '.join(missing)}" if missing else "is not implemented"),
-                f"pip install 'edgebuild[{backend.extra}]'" if backend.extra else "")
+                + (f"needs {', '.join(missing)} (tools missing on this worker)" if missing
+                   else "is not implemented"),
+                backend.install_hint or (f"pip install 'edgebuild[{backend.extra}]'"
+                                         if backend.extra else ""))
         resources = {str(profile.runs_on.resource): 1}
         nthreads = 1
         print(f"edgebuild worker: backend {backend.name} ready ("

@@ -108,8 +108,13 @@ class Scheduler:
                 ups = [result.runs.get(u) for u in stage.upstream]
                 if any(u is not None and u.artifact is None for u in ups):
                     failed = next(u for u in ups if u is not None and u.artifact is None)
-                    run = StageRun(stage, Outcome.SKIPPED,
-                                   message=f"not run: '{failed.stage.id}' {failed.outcome.value}")
+                    if failed.outcome is Outcome.UNMEASURABLE:
+                        # What could not be built here cannot be measured here either (a
+                        # TensorRT engine without the GPU): the same verdict, for the policy.
+                        run = StageRun(stage, Outcome.UNMEASURABLE, message=failed.message)
+                    else:
+                        run = StageRun(stage, Outcome.SKIPPED, message=f"not run: "
+                                       f"'{failed.stage.id}' {failed.outcome.value}")
                 elif stop:
                     run = StageRun(stage, Outcome.SKIPPED,
                                    message="not run: stopped after a failure (fail-fast)")
@@ -211,8 +216,10 @@ def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | 
     if stage.target is None:
         return None, None
     target = plan.recipe.targets[stage.target]
-    on_device = stage.measures or (
-        stage.op == "compile" and backend_class(target.backend).compiles_on_device)
+    backend = backend_class(target.backend)
+    on_device = (stage.op == "device-build"
+                 or (stage.measures and not (stage.op == "infer" and backend.accuracy_on_host))
+                 or (stage.op == "compile" and backend.compiles_on_device))
     runs_on = target.runs_on
     if not on_device:
         return None, None

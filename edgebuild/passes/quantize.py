@@ -6,8 +6,8 @@ Runtime fuses it, OpenVINO and QNN read it, and TensorRT 10+ accepts *only*
 explicit QDQ. The defaults (uint8 asymmetric activations, int8 symmetric
 weights) are the accurate and fast choice on x86 CPUs: a ReLU output is never
 negative, so symmetric int8 wastes half its range. TensorRT requires symmetric
-int8 activations: a TensorRT target sets `activation_type: int8` and
-`activation_symmetric: true` (docs/passes.md).
+int8 activations and places Q/DQ its own way: `preset: tensorrt` sets both
+(TENSORRT_PRESET below, docs/backends-tensorrt.md).
 
 Dynamic INT8 produces ONNX Runtime's integer operators (ConvInteger,
 MatMulInteger) and is for the ONNX Runtime backend only.
@@ -78,9 +78,28 @@ ORT_EXTRA_OPTIONS = frozenset({
 })
 
 
+# TensorRT's explicit quantization (its developer guide, "Q/DQ layer placement"): int8
+# only, symmetric (zero point 0) activations, per-channel symmetric weights, and Q/DQ on
+# the *inputs* of the layers that have int8 kernels — TensorRT fuses DQ → layer → Q of
+# the next layer itself; a quantized output would only add a requantization. Biases stay
+# float (TensorRT has no int32 DequantizeLinear; it quantizes biases itself).
+TENSORRT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+TENSORRT_PRESET: dict[str, Any] = {
+    "mode": "static", "activation_type": "int8", "activation_symmetric": True,
+    "weight_type": "int8", "weight_symmetric": True, "per_channel": True,
+    "op_types": list(TENSORRT_OPS)}
+TENSORRT_EXTRA: dict[str, Any] = {"QuantizeBias": False,
+                                  "OpTypesToExcludeOutputQuantization": list(TENSORRT_OPS)}
+
+
 class QuantizeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    preset: Literal["tensorrt"] | None = Field(
+        None, description="`tensorrt`: Q/DQ as TensorRT's explicit quantization wants it "
+        "(symmetric int8 activations, per-channel int8 weights, Q/DQ on the inputs of "
+        "Conv/ConvTranspose/Gemm/MatMul, float bias). Sets those params; setting one of "
+        "them differently is an error.")
     mode: Literal["static", "dynamic", "fp16"] = Field(
         description="`static`: INT8 QDQ with calibration; `dynamic`: INT8 weights, "
         "activations quantized at run time (ONNX Runtime only); `fp16`: half precision.")
@@ -126,6 +145,18 @@ class QuantizeParams(BaseModel):
     accuracy_aware: AccuracyAware | None = None
     compare_samples: int = Field(4, ge=0, le=64,
                                  description="Samples for the per-layer error report.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset") != "tensorrt":
+            return data
+        clashes = [f"{k}: {data[k]}" for k, v in TENSORRT_PRESET.items()
+                   if k in data and data[k] != v and k != "op_types"]
+        if clashes:
+            raise ValueError(f"preset tensorrt sets {', '.join(clashes)} differently "
+                             "(TensorRT takes symmetric int8 only); remove them")
+        return {**TENSORRT_PRESET, **data}
 
     @model_validator(mode="after")
     def _calibration_needed(self) -> QuantizeParams:

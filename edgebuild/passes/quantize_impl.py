@@ -243,7 +243,10 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
     assert calibration is not None
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
-    extra: dict[str, Any] = {**p.ort_extra_options,
+    from edgebuild.passes.quantize import TENSORRT_EXTRA
+
+    preset = TENSORRT_EXTRA if p.preset == "tensorrt" else {}
+    extra: dict[str, Any] = {**preset, **p.ort_extra_options,
                              "ActivationSymmetric": p.activation_symmetric,
                              "WeightSymmetric": p.weight_symmetric,
                              "QDQKeepRemovableActivations": p.keep_activations,
@@ -264,7 +267,8 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
     )
     for leftover in Path.cwd().glob("augmented_model*.onnx"):  # older ORT writes it to cwd
         leftover.unlink()
-    _keep_float_layers_float(destination)
+    if p.preset != "tensorrt":  # per-axis activation DQ is ONNX Runtime's fix, not TensorRT's
+        _keep_float_layers_float(destination)
 
 
 def guarded_layers(path: Path) -> list[str]:

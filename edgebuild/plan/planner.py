@@ -58,6 +58,7 @@ class TargetStages:
     """The stages whose results one target's (or search candidate's) report is made of."""
 
     compiled: str  # for a search target: its select stage (the winner is known only later)
+    device_build: str | None = None  # what the device runs, built there (builds_on_device)
     chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
     reference: str | None = None
     infer: str | None = None
@@ -270,6 +271,9 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     # Compile.datasets, like any op's; a backend taking PyTorch reads the source.
     compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
+    runs = compiled  # what latency times: the compiled artifact, or the device's build of it
+    if backend.builds_on_device:
+        runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name)
     if gates.accuracy_gates:
         dataset = gates.accuracy_gates[0].dataset  # one per target (Gates checks it)
         stages.reference = b.add("reference", {"dataset": dataset},
@@ -277,10 +281,9 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
         stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
                              measures=True)
     if gates.latency is not None or always_latency:
-        stages.latency = b.add("measure-latency", {}, {"model": compiled}, name,
-                               measures=True)
+        stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True)
         if baseline is not None:
-            stages.compare = b.add("compare-latency", baseline, {"model": compiled}, name,
+            stages.compare = b.add("compare-latency", baseline, {"model": runs}, name,
                                    measures=True)
     return stages
 
@@ -319,5 +322,5 @@ def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
 
 
 def candidate_ids(stages: TargetStages) -> list[str]:
-    ids = [*stages.chain, stages.compiled, stages.infer, stages.latency]
+    ids = [*stages.chain, stages.compiled, stages.device_build, stages.infer, stages.latency]
     return [s for s in ids if s]

@@ -1,15 +1,7 @@
-"""NVIDIA TensorRT: declared (formats, extra) so its profile plans; not implemented yet."""
+"""NVIDIA TensorRT: TensorRT-ready ONNX, parser coverage and the trtexec line built here;
+the engine built and timed on the device (docs/backends-tensorrt.md)."""
 
-from edgebuild.backends.planned import PlannedBackend
+from edgebuild.backends.tensorrt.backend import TensorRtBackend
+from edgebuild.backends.tensorrt.options import TensorRtOptions
 
-
-class TensorRtBackend(PlannedBackend):
-    name = "tensorrt"
-    summary = "NVIDIA TensorRT engine (explicit QDQ INT8)"
-    accepts = ("onnx",)
-    produces = "tensorrt-engine"
-    extra = "tensorrt"
-    tracking = "the TensorRT backend issue"
-
-
-__all__ = ["TensorRtBackend"]
+__all__ = ["TensorRtBackend", "TensorRtOptions"]

@@ -164,15 +164,27 @@ def test_unmeasurable_target_follows_policy(tiny_project: Callable[..., Path],
     assert next(g for g in warn.gates if g.gate == "size").status.value == "passed"
 
 
-def test_backend_not_available_is_a_clear_stage_failure(tiny_project: Callable[..., Path],
-                                                        tmp_path: Path) -> None:
+def test_an_engine_not_buildable_here_is_unmeasurable_and_the_policy_decides(
+        tiny_project: Callable[..., Path], tmp_path: Path) -> None:
+    """TensorRT: the ONNX side builds and is gated here; the engine and its latency need
+    the device, and say so as one typed verdict, not as a failed or skipped stage."""
     from tests.conftest import TINY_RECIPE
 
     text = TINY_RECIPE.replace("host-cpu:", "jetson-orin-nano:")
     report = run(tiny_project(text), tmp_path / "out")
-    assert report.exit_code == 3
-    compile_stage = next(s for s in report.stages if s.op == "compile")
-    assert "backend 'tensorrt' is not available" in compile_stage.message
+    outcomes = {s.id: (s.outcome, s.message) for s in report.stages}
+    assert outcomes["compile@jetson-orin-nano"][0] == "built"
+    for stage in ("device-build@jetson-orin-nano", "measure-latency@jetson-orin-nano"):
+        assert outcomes[stage][0] == "unmeasurable", outcomes
+        assert "not buildable here: TensorRT needs an NVIDIA GPU; start `edgebuild worker " \
+               "SCHEDULER --target jetson-orin-nano`" in outcomes[stage][1]
+    gates = {g.gate: g for g in report.gates}
+    assert gates["accuracy"].status.value == "passed"  # the FP16 ONNX, in ONNX Runtime
+    assert gates["latency"].status.value == "unmeasurable"
+    assert report.exit_code == 1  # policy.unmeasurable defaults to fail
+    warn = run(tiny_project(text.replace("targets:", "policy: {unmeasurable: warn}\ntargets:")),
+               tmp_path / "out2")
+    assert warn.exit_code == 0
 
 
 def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..., Path],

@@ -1,0 +1,269 @@
+"""NVIDIA TensorRT: the TensorRT-ready ONNX built and checked here, the engine on the device.
+
+    ONNX ─ compile (here) ─▶ model.onnx: fp16 mixed precision (fp16.py) | Q/DQ int8 as is
+         │                  + tensorrt.md: the parser coverage table and the trtexec line
+         ├─ infer (here) ── ONNX Runtime on that ONNX: its numerics, not the engine's
+         └─ build-engine (on the device) ─▶ model.engine + timing.cache + engine.json
+                 └─ measure-latency (on the device)
+
+Why split: an engine runs only on the GPU and TensorRT version it was built with,
+and this machine has neither; everything that can be decided without them — the
+types TensorRT will run, whether the parser takes every node, the Q/DQ placement,
+the accuracy of those numerics — is decided here, so a build that will fail on the
+device fails at compile time. The build stage runs where the target's device is (a
+Dask worker tagged `jetson-orin`, or an ssh board); anywhere else it is a typed "not
+buildable here" that the recipe's policy judges, like an unmeasurable latency.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from edgebuild.backends.base import Backend, Runner
+from edgebuild.backends.tensorrt.options import (
+    ShapeProfile,
+    TensorRtOptions,
+    TrtPrecision,
+    Unsupported,
+    input_profiles,
+    shell_line,
+    trtexec_command,
+)
+from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.target import Target
+from edgebuild.errors import BackendUnavailable, StageError
+
+if TYPE_CHECKING:
+    from edgebuild.core.artifact import Artifact
+    from edgebuild.recipe.common import MeasureSettings
+
+MODEL = "model.onnx"
+NOTES = "tensorrt.md"
+TRTEXEC = "trtexec.sh"
+ENGINE_FORMAT = "tensorrt-engine"
+
+
+class TensorRtBackend(Backend):
+    name = "tensorrt"
+    summary = ("NVIDIA TensorRT: TensorRT-ready ONNX (FP16 / explicit Q/DQ INT8) and parser "
+               "coverage here; engine built and timed on the device")
+    accepts = ("onnx",)
+    produces = "tensorrt-onnx"
+    Options = TensorRtOptions
+    tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxruntime", "polygraphy", "tensorrt")
+    device_tools: ClassVar[tuple[str, ...]] = ("tensorrt",)
+    version = 1
+    extra = "tensorrt"
+    install_hint = ("TensorRT comes with JetPack on a Jetson (python3-libnvinfer), elsewhere "
+                    "from NVIDIA's package index: docs/backends-tensorrt.md")
+    builds_on_device = True
+    accuracy_on_host = True
+
+    def compile(self, ctx: StageContext, target: Target) -> OpResult:
+        import onnx
+
+        from edgebuild.backends.tensorrt.coverage import coverage
+
+        options = TensorRtOptions.model_validate(target.options)
+        source = ctx.input().main
+        metadata: dict[str, Any] = {"precision": options.precision.value,
+                                    "typing": options.typing.value,
+                                    "tensorrt_version": options.tensorrt_version,
+                                    "compute_capability": options.compute_capability}
+        model = ctx.out / MODEL
+        with tempfile.TemporaryDirectory(prefix="edgebuild-tensorrt-") as work:
+            start = _sanitized(source, Path(work)) if options.sanitize else source
+            metadata["sanitized"] = options.sanitize
+            if options.precision is TrtPrecision.FP16:
+                metadata["fp16"] = _fp16(start, model, options, ctx)
+            else:
+                if options.precision is TrtPrecision.INT8:
+                    metadata["qdq"] = check_qdq(onnx.load(str(start), load_external_data=False))
+                shutil.copyfile(start, model)
+        found = coverage(onnx.load(str(model), load_external_data=False),
+                         options.tensorrt_version)
+        metadata["coverage"] = found.summary
+        if found.unsupported and options.unsupported is Unsupported.FAIL:
+            named = ", ".join(f"{r.op} ({', '.join(r.examples[:3])})" for r in found.unsupported)
+            raise StageError(f"TensorRT {options.tensorrt_version}'s ONNX parser does not "
+                             f"support {named}",
+                             "replace the op, or provide a plugin on the device and set the "
+                             "target option `unsupported: report` (docs/backends-tensorrt.md)")
+        profiles = input_profiles(options, ctx.io.inputs, [d.name for d in found.dynamic_inputs])
+        command = trtexec_command(options, MODEL, profiles)
+        (ctx.out / TRTEXEC).write_text(
+            "#!/bin/sh\n# Builds the same engine by hand on the device (TensorRT "
+            f"{options.tensorrt_version}, sm {options.compute_capability}), next to {MODEL}.\n"
+            + shell_line(command) + "\n")
+        (ctx.out / NOTES).write_text(
+            f"### TensorRT build\n\nOn the device, next to `{MODEL}`:\n\n```sh\n"
+            f"{shell_line(command)}\n```\n\n" + found.markdown())
+        metadata.update({"trtexec": shell_line(command), "notes": [NOTES],
+                         "profiles": {n: p.model_dump() for n, p in profiles.items()}})
+        return OpResult(main=MODEL, format=self.produces, metadata=metadata)
+
+    def build_on_device(self, ctx: StageContext, target: Target) -> OpResult:
+        """The engine, on the target's device; elsewhere a typed "not buildable here"."""
+        reason = self.unbuildable_reason(target)
+        if reason:
+            return OpResult(main="", format=ENGINE_FORMAT, unmeasurable=reason)
+        from edgebuild.backends.tensorrt import engine
+        from edgebuild.backends.tensorrt.cuda import gpu_here
+
+        options = TensorRtOptions.model_validate(target.options)
+        gpu = gpu_here()
+        assert not isinstance(gpu, str)  # unbuildable_reason checked it
+        version = engine.major_minor(engine.trt_version())
+        if (version, gpu.compute_capability) != (options.tensorrt_version,
+                                                  options.compute_capability):
+            raise StageError(
+                f"target '{target.name}' declares TensorRT {options.tensorrt_version} on sm "
+                f"{options.compute_capability}, but this device ({gpu.name}) has TensorRT "
+                f"{version}, sm {gpu.compute_capability}",
+                "set `tensorrt_version` and `compute_capability` in the target's options to "
+                "the device's: they key the engine, which runs only where it was built")
+        compiled = ctx.input()
+        profiles = {name: ShapeProfile.model_validate(shape)  # compile derived them
+                    for name, shape in compiled.metadata.get("profiles", {}).items()}
+        shutil.copyfile(compiled.main, ctx.out / MODEL)  # the engine's source, kept with it
+        tag = engine.build(ctx.out / MODEL, ctx.out, options, profiles, gpu)
+        return OpResult(main=engine.ENGINE, format=ENGINE_FORMAT, metadata=tag)
+
+    def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
+        if artifact.format == ENGINE_FORMAT:
+            from edgebuild.backends.tensorrt.engine import EngineRunner
+
+            return EngineRunner(artifact.path)
+        from edgebuild.backends.onnxruntime.backend import OrtOptions, OrtRunner
+
+        # The TensorRT-ready ONNX in ONNX Runtime: the accuracy gate's stand-in for the
+        # engine (its FP16 casts and Q/DQ are the numerics TensorRT is told to use).
+        return OrtRunner(artifact.main, OrtOptions(), threads)
+
+    def unbuildable_reason(self, target: Target) -> str:
+        """'' when this process can build and run engines for `target`, else why not."""
+        worker = f"edgebuild worker SCHEDULER --target {target.profile.name}"
+        if not target.runs_here:
+            where = ("and run with --cluster tcp://SCHEDULER" if target.runs_on.kind.value
+                     == "dask" else f"(runs_on: {target.runs_on.kind.value})")
+            return (f"not buildable here: TensorRT needs an NVIDIA GPU; start `{worker}` on the "
+                    f"device {where} (docs/backends-tensorrt.md)")
+        import importlib.util
+        import socket
+
+        if importlib.util.find_spec("tensorrt") is None:
+            return (f"tools missing on worker {socket.gethostname()}: tensorrt (JetPack's "
+                    "python3-libnvinfer, or NVIDIA's wheels: docs/backends-tensorrt.md)")
+        from edgebuild.backends.tensorrt.cuda import gpu_here
+
+        gpu = gpu_here()
+        if isinstance(gpu, str):
+            return f"not buildable here: no usable NVIDIA GPU on {socket.gethostname()} ({gpu})"
+        return ""
+
+    def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
+        if purpose == "accuracy":
+            return ""  # ONNX Runtime runs the TensorRT-ready ONNX here
+        return self.unbuildable_reason(target).replace("not buildable", "not measurable", 1)
+
+    def where(self, target: Target, purpose: str = "latency") -> str:
+        if purpose != "accuracy":
+            return ""
+        from importlib.metadata import version
+
+        return (f"host: the TensorRT-ready ONNX in ONNX Runtime {version('onnxruntime')} — "
+                "its FP16 / Q/DQ numerics, not the engine's")
+
+    def device_latency(self, artifact: Artifact, target: Target,
+                       settings: MeasureSettings) -> dict[str, Any] | None:
+        options = TensorRtOptions.model_validate(target.options)
+        if options.latency_tool != "trtexec" and not options.layer_timing:
+            return None
+        return trtexec_latency(artifact.path, options, settings)
+
+
+def trtexec_latency(folder: Path, options: TensorRtOptions,
+                    settings: MeasureSettings) -> dict[str, Any] | None:
+    """trtexec's own timing of the engine (and per-layer times with `layer_timing`);
+    None when only the per-layer profile was asked (the latency protocol then times)."""
+    import numpy as np
+
+    from edgebuild.measure.stats import summarize
+
+    if shutil.which("trtexec") is None:
+        raise BackendUnavailable("trtexec is not on PATH on the device",
+                                 "JetPack has it in /usr/src/tensorrt/bin; add that to PATH")
+    command = ["trtexec", f"--loadEngine={folder / 'model.engine'}",
+               f"--warmUp={int(settings.min_seconds * 100)}",
+               f"--iterations={settings.min_iterations}", f"--duration={settings.min_seconds}",
+               f"--exportTimes={folder / 'times.json'}"]
+    if options.layer_timing:
+        command += ["--dumpProfile", "--separateProfileRun",
+                    f"--exportProfile={folder / 'layers.json'}"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise StageError(f"trtexec failed (exit {done.returncode}): "
+                         f"{done.stdout[-500:]}{done.stderr[-500:]}")
+    times = json.loads((folder / "times.json").read_text())
+    samples = np.array([t["latencyMs"] for t in times], dtype=np.float64)
+    summary = summarize(samples)
+    summary["tool"] = shell_line(command)
+    if options.layer_timing:
+        summary["layers"] = json.loads((folder / "layers.json").read_text())
+    return summary if options.latency_tool == "trtexec" else None
+
+
+def check_qdq(model: Any) -> dict[str, Any]:
+    """The Q/DQ facts TensorRT insists on: there are some, and every quantization is
+    symmetric int8 (zero point 0). Raises StageError naming the first that is not."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    quantize = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    if not quantize:
+        raise StageError("precision int8 needs explicit Q/DQ nodes and the model has none",
+                         "add `- quantize: {preset: tensorrt, calibration: <dataset>}` to the "
+                         "target's passes (TensorRT 10+ has no implicit INT8 calibration)")
+    for node in quantize:
+        zero = inits.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if zero is None or zero.data_type != TensorProto.INT8 or \
+                numpy_helper.to_array(zero).any():
+            kind = "uint8" if zero is None or zero.data_type == TensorProto.UINT8 else \
+                "a non-zero zero point"
+            raise StageError(f"TensorRT takes symmetric int8 Q/DQ only; QuantizeLinear "
+                             f"'{node.name}' is {kind}",
+                             "quantize with `preset: tensorrt` (symmetric int8 activations)")
+    dequantize = sum(1 for n in model.graph.node if n.op_type == "DequantizeLinear")
+    return {"quantize_nodes": len(quantize), "dequantize_nodes": dequantize}
+
+
+def _sanitized(source: Path, work: Path) -> Path:
+    """Polygraphy's `surgeon sanitize --fold-constants`, in process."""
+    try:
+        import onnx
+        from polygraphy.backend.onnx import fold_constants
+    except ImportError:
+        raise BackendUnavailable("`sanitize: true` needs polygraphy",
+                                 "pip install 'edgebuild[tensorrt-onnx]'") from None
+    folded = fold_constants(onnx.load(str(source)), error_ok=False)
+    path = work / "sanitized.onnx"
+    onnx.save(folded, str(path))
+    return path
+
+
+def _fp16(source: Path, destination: Path, options: TensorRtOptions,
+          ctx: StageContext) -> dict[str, Any]:
+    from edgebuild.backends.tensorrt.fp16 import convert
+
+    samples = (ctx.dataset(options.calibration_dataset)
+               if options.calibration_dataset is not None else None)
+    return convert(source, destination, samples, options.calibration_samples,
+                   options.fp16_data_max, options.fp16_keep_ops, options.fp16_keep_nodes)
+
+
+__all__ = ["ENGINE_FORMAT", "TensorRtBackend", "check_qdq", "trtexec_latency"]
