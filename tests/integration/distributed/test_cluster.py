@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,25 +60,6 @@ def test_local_cluster_builds_what_a_local_run_builds(tiny_project: Callable[...
     again = edgebuild("run", str(recipe), "--cluster", "local:2", "--out",
                       str(tmp_path / "cluster"), "--cache-dir", env_cache)
     assert again.returncode == 0 and "0 stages executed: all 6 cached" in again.stdout
-
-
-@pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[str]:
-    """A real Dask scheduler on loopback, as a build farm would run it."""
-    address_file = tmp_path / "scheduler.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", "0", "--no-dashboard", "--scheduler-file", str(address_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not address_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        time.sleep(0.2)  # the file is written before it is complete at times
-        yield str(json.loads(address_file.read_text())["address"])
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def start_worker(address: str, cwd: Path, *extra: str) -> subprocess.Popen[str]:
