@@ -182,15 +182,15 @@ class TensorRtBackend(Backend):
     def device_latency(self, artifact: Artifact, target: Target,
                        settings: MeasureSettings) -> dict[str, Any] | None:
         options = TensorRtOptions.model_validate(target.options)
-        if options.latency_tool != "trtexec" and not options.layer_timing:
-            return None
+        if options.latency_tool != "trtexec":
+            return None  # the latency protocol times EngineRunner.infer in this process
         return trtexec_latency(artifact.path, options, settings)
 
 
 def trtexec_latency(folder: Path, options: TensorRtOptions,
-                    settings: MeasureSettings) -> dict[str, Any] | None:
-    """trtexec's own timing of the engine (and per-layer times with `layer_timing`);
-    None when only the per-layer profile was asked (the latency protocol then times)."""
+                    settings: MeasureSettings) -> dict[str, Any]:
+    """trtexec's own timing of the engine, and its per-layer profile with `layer_timing`.
+    Its files go to a scratch folder: the engine's artifact folder is the cache's."""
     import numpy as np
 
     from edgebuild.measure.stats import summarize
@@ -198,24 +198,26 @@ def trtexec_latency(folder: Path, options: TensorRtOptions,
     if shutil.which("trtexec") is None:
         raise BackendUnavailable("trtexec is not on PATH on the device",
                                  "JetPack has it in /usr/src/tensorrt/bin; add that to PATH")
-    command = ["trtexec", f"--loadEngine={folder / 'model.engine'}",
-               f"--warmUp={int(settings.min_seconds * 100)}",
-               f"--iterations={settings.min_iterations}", f"--duration={settings.min_seconds}",
-               f"--exportTimes={folder / 'times.json'}"]
-    if options.layer_timing:
-        command += ["--dumpProfile", "--separateProfileRun",
-                    f"--exportProfile={folder / 'layers.json'}"]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise StageError(f"trtexec failed (exit {done.returncode}): "
-                         f"{done.stdout[-500:]}{done.stderr[-500:]}")
-    times = json.loads((folder / "times.json").read_text())
-    samples = np.array([t["latencyMs"] for t in times], dtype=np.float64)
-    summary = summarize(samples)
-    summary["tool"] = shell_line(command)
-    if options.layer_timing:
-        summary["layers"] = json.loads((folder / "layers.json").read_text())
-    return summary if options.latency_tool == "trtexec" else None
+    with tempfile.TemporaryDirectory(prefix="edgebuild-trtexec-") as work:
+        scratch = Path(work)
+        command = ["trtexec", f"--loadEngine={folder / 'model.engine'}",
+                   "--warmUp=500",  # milliseconds (trtexec warms up by time, not runs)
+                   f"--iterations={settings.min_iterations}",
+                   f"--duration={max(settings.min_seconds, 0)}",
+                   f"--exportTimes={scratch / 'times.json'}"]
+        if options.layer_timing:
+            command += ["--dumpProfile", "--separateProfileRun",
+                        f"--exportProfile={scratch / 'layers.json'}"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StageError(f"trtexec failed (exit {done.returncode}): "
+                             f"{done.stdout[-500:]}{done.stderr[-500:]}")
+        times = json.loads((scratch / "times.json").read_text())
+        summary = summarize(np.array([t["latencyMs"] for t in times], dtype=np.float64))
+        summary["tool"] = shell_line(command)
+        if options.layer_timing:
+            summary["layers"] = json.loads((scratch / "layers.json").read_text())
+    return summary
 
 
 def check_qdq(model: Any) -> dict[str, Any]:

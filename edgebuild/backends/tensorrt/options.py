@@ -98,10 +98,14 @@ class TensorRtOptions(BaseModel):
                               "time the engine with edgebuild's latency protocol; `trtexec`: "
                               "trtexec's own statistics.")
     layer_timing: bool = Field(False, description="Also record per-layer timing "
-                               "(trtexec --dumpProfile) next to the latency.")
+                               "(trtexec --dumpProfile) in the latency result; needs "
+                               "`latency_tool: trtexec`.")
 
     @model_validator(mode="after")
     def _consistent(self) -> TensorRtOptions:
+        if self.layer_timing and self.latency_tool != "trtexec":
+            raise ValueError("layer_timing needs `latency_tool: trtexec` (the per-layer "
+                             "profile is trtexec's)")
         if self.typing is Typing.WEAK and self.tensorrt_version.split(".")[0] not in ("8", "9",
                                                                                         "10"):
             raise ValueError(f"typing weak needs TensorRT 10 or older; TensorRT "
