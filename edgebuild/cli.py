@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-going", action="store_true",
                    help="after a failed stage, still run everything that does not depend on it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--ci", action=argparse.BooleanOptionalAction, default=None,
+                   help="a log for CI: one plain line per event (no carriage return, no "
+                        "progress bar in the stage logs either) and the report paths at the "
+                        "end as `edgebuild: summary.md: PATH` lines (default: on when $CI is "
+                        "true, as GitHub Actions and GitLab CI set it)")
     p.add_argument("--baseline", type=Path, default=None, metavar="REPORT",
                    help="report.json of an earlier run: also time its artifacts against "
                         "these, interleaved, and gate on the regression")
@@ -105,8 +110,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ci_mode(flag: bool | None) -> bool:
+    """`--ci`/`--no-ci` when given, else whether $CI says so (GitHub and GitLab set `true`)."""
+    if flag is not None:
+        return flag
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def one_line(text: str) -> str:
+    """A converter's message may carry a tool's carriage returns: a CI log shows them
+    as garbage or overwritten lines, so each becomes a space."""
+    return " ".join(text.replace("\r\n", "\n").replace("\r", "\n").splitlines())
+
+
 class ProgressPrinter:
-    """One line per stage event on stderr; fine in a terminal and in CI logs."""
+    """One line per stage event on stderr, never redrawn: fine in a terminal and in CI logs."""
 
     def __init__(self, total: int) -> None:
         self.total = total
@@ -122,7 +140,7 @@ class ProgressPrinter:
             return
         self.done += 1
         timing = f" {item.seconds:.1f}s" if item.seconds else ""
-        note = f"  {item.message}" if item.message else ""
+        note = f"  {one_line(item.message)}" if item.message else ""
         counter = f"[{self.done:>2}/{self.total}]"
         print(f"{counter} {item.outcome.value:<7} {item.stage.id}{timing}{note}",
               file=sys.stderr, flush=True)
@@ -133,6 +151,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild.execute.policy import FailurePolicy
     from edgebuild.plan.planner import build_plan, select_targets
 
+    ci = ci_mode(args.ci)
+    if ci:
+        # Stage workers inherit this: tqdm bars (NNCF's accuracy search, converters) would
+        # fill the uploaded stage logs with carriage-return redraws.
+        os.environ["TQDM_DISABLE"] = "1"
     loaded = api.load(args.recipe)
     only = select_targets(loaded, args.target) if args.target else None
     total = len(build_plan(loaded, only=only).graph)
@@ -178,9 +201,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         done = built + cached
         print(f"\nto resume: fix the cause and run the same command again; the {done} "
               f"stage(s) that finished are cached and will not run again.", file=sys.stderr)
-    print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml, "
-          f"{out}/report.html")
+    if ci:
+        # Absolute and one per line, for `grep '^edgebuild: summary.md: '` in a CI step.
+        print()
+        for name in REPORT_FILES:
+            print(f"edgebuild: {name}: {(out / name).resolve()}")
+    else:
+        print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml, "
+              f"{out}/report.html")
     return report.exit_code
+
+
+REPORT_FILES = ("summary.md", "junit.xml", "report.html", "report.json")
 
 
 def print_candidates(target: str, search: SearchReport) -> None:

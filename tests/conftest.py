@@ -51,7 +51,8 @@ passes:
 
 def skip_if_the_machine_was_busy(out: Path) -> None:
     """Skip, saying why, when a run failed only because its latency could not be timed
-    cleanly: other processes took more than `measure.max_busy_share` of the CPU.
+    cleanly: other processes took more than `measure.max_busy_share` of the CPU; or when
+    a latency budget was undecided because the machine was loaded (`on_noisy`).
 
     That verdict is edgebuild working as designed on a shared machine (a figure timed
     under load would gate the load, not the model); it is not a defect of the recipe.
@@ -64,6 +65,11 @@ def skip_if_the_machine_was_busy(out: Path) -> None:
             g["status"] == "unmeasurable" and "other processes used" in g["message"]
             for g in failing):
         pytest.skip(f"the machine was too busy to time: {failing[0]['message'][:160]}")
+    # A budget missed under load with `on_noisy: undecided` passes the run but is not
+    # cached, so a "fully cached" second run would time it again.
+    noisy = [g for t in report["targets"] for g in t["gates"] if "noisy" in g["details"]]
+    if noisy:
+        pytest.skip(f"the machine was too loaded to judge a budget: {noisy[0]['message'][:160]}")
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,18 @@ from typing import Any
 
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.accuracy import accuracy_metrics
+from edgebuild.gates.noisy import too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.plan.planner import TargetStages
-from edgebuild.recipe.models import AccuracyGate, Gates, LatencyGate, Policy, Unmeasurable
+from edgebuild.recipe.models import (
+    AccuracyGate,
+    Gates,
+    LatencyGate,
+    OnNoisy,
+    Policy,
+    Undecided,
+    Unmeasurable,
+)
 
 # gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
 ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
@@ -190,13 +199,24 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
         note = " (its 95 % interval reaches past the budget: close to the limit)"
     message = (f"{key} {value:.3f} ms [95 % CI {low:.3f}–{high:.3f}] over {stats['n']} runs, "
                f"budget {gate.budget_ms:g} ms{note}{where}")
+    status, fails = _status(ok), not ok
+    details: dict[str, Any] = {}
+    noisy = (too_noisy(stats.get("conditions", {}), gate.max_load)
+             if not ok and gate.on_noisy is OnNoisy.UNDECIDED else None)
+    if noisy is not None:
+        status, fails = GateStatus.UNDECIDED, policy.undecided is Undecided.FAIL
+        details["noisy"] = {**noisy.to_json(), "max_load": gate.max_load}
+        message = (f"undecided (machine too noisy: {noisy.sentence()} during measurement): "
+                   f"{message}; {noisy.per_core:.2f} a core is over max_load "
+                   f"{gate.max_load:g}, re-run on a quieter machine "
+                   f"(policy.undecided: {policy.undecided.value})")
     return GateResult(
-        target=target, gate="latency", status=_status(ok), counts_as_failure=not ok,
+        target=target, gate="latency", status=status, counts_as_failure=fails,
         measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")
                   if stats.get(k) is not None},
         limits=limits,
         details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
-                 "where": stats.get("where", ""),
+                 "where": stats.get("where", ""), **details,
                  **({"samples_ms": _subsample(samples)} if samples else {})},
         message=message)
 
@@ -247,7 +267,9 @@ def _regression(target: str, gate: LatencyGate, stages: TargetStages,
     status = {"regression": GateStatus.FAILED, "ok": GateStatus.PASSED,
               "undecided": GateStatus.UNDECIDED}[verdict.decision]
     return GateResult(
-        target=target, gate="regression", status=status, counts_as_failure=verdict.regressed,
+        target=target, gate="regression", status=status,
+        counts_as_failure=verdict.regressed or (status is GateStatus.UNDECIDED
+                                                and policy.undecided is Undecided.FAIL),
         measured={"ratio": verdict.ratio, "baseline_p50": run.artifact.metadata["baseline_p50"],
                   "candidate_p50": run.artifact.metadata["candidate_p50"]},
         limits={"max_regression_pct": gate.max_regression_pct},

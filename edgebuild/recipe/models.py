@@ -153,6 +153,13 @@ class AccuracyGate(Strict):
         return self
 
 
+class OnNoisy(StrEnum):
+    """What a missed latency budget means when the machine was loaded while timing."""
+
+    FAIL = "fail"  # the budget is absolute: missed is failed, however busy the machine was
+    UNDECIDED = "undecided"  # missed under load: undecided, and policy.undecided decides
+
+
 class LatencyGate(Strict):
     """Latency budget on one percentile, measured with the protocol in docs/gates.md."""
 
@@ -161,6 +168,22 @@ class LatencyGate(Strict):
     max_regression_pct: float = Field(
         10.0, gt=0, le=1000,
         description="With `run --baseline`: slowest allowed change vs the baseline, percent.")
+    on_noisy: OnNoisy = Field(
+        OnNoisy.FAIL, description="`fail`: a missed budget fails, however loaded the machine "
+        "was; `undecided`: a budget missed while the load per core exceeded `max_load` is "
+        "undecided (\"machine too noisy\"), `policy.undecided` decides what that does to the "
+        "run, and the figure is not kept in the cache (the next run measures again).")
+    max_load: float = Field(
+        1.0, gt=0, le=100, description="With `on_noisy: undecided`: the largest 1-minute load "
+        "average per core (the larger of the values read before and after timing, divided by "
+        "the cores) under which a missed budget still fails.")
+
+    @model_validator(mode="after")
+    def _load_needs_mode(self) -> LatencyGate:
+        if "max_load" in self.model_fields_set and self.on_noisy is not OnNoisy.UNDECIDED:
+            raise ValueError("max_load is only used with `on_noisy: undecided`; add it, or "
+                             "remove max_load")
+        return self
 
 
 class SizeGate(Strict):
@@ -272,6 +295,13 @@ class Unmeasurable(StrEnum):
     WARN = "warn"
 
 
+class Undecided(StrEnum):
+    """What a gate that measured but could not decide does to the run."""
+
+    WARN = "warn"
+    FAIL = "fail"
+
+
 class Policy(Strict):
     """Run-wide decisions."""
 
@@ -279,6 +309,12 @@ class Policy(Strict):
         Unmeasurable.FAIL,
         description="`fail`: a gate that cannot be measured here fails the run; "
         "`warn`: it is reported and does not fail.",
+    )
+    undecided: Undecided = Field(
+        Undecided.WARN,
+        description="An undecided gate (a regression test whose interval straddles the "
+        "threshold; a latency budget missed on a loaded machine with `on_noisy: undecided`): "
+        "`warn` reports it as a skipped JUnit case and does not fail; `fail` fails the run.",
     )
 
 

@@ -13,6 +13,9 @@ ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
 
 
 def _verdict(report: Report) -> str:
+    warned = sum(1 for g in report.gates if g.status is not GateStatus.PASSED)
+    if report.exit_code == 0 and warned:  # undecided or unmeasurable, and the policy warns
+        return f"no gate failed, {warned} undecided or not measurable (see Details)"
     return {0: "all gates passed", 1: "a gate failed", 3: "a stage failed"}.get(
         report.exit_code, f"exit {report.exit_code}")
 
@@ -121,11 +124,8 @@ def junit(report: Report) -> str:
             elif gate.status is GateStatus.NOT_RUN:
                 errors += 1
                 ET.SubElement(case, "error", message=gate.message).text = gate.message
-            elif gate.status is GateStatus.UNDECIDED:
-                skipped += 1
-                ET.SubElement(case, "skipped", message=gate.message)
-            elif gate.status is GateStatus.UNMEASURABLE:
-                if gate.counts_as_failure:
+            elif gate.status in (GateStatus.UNDECIDED, GateStatus.UNMEASURABLE):
+                if gate.counts_as_failure:  # the policy says fail
                     failures += 1
                     ET.SubElement(case, "failure", message=gate.message).text = gate.message
                 else:

@@ -118,7 +118,26 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     resolver.stats.save()
     report = _report(loaded, built, execution, out, started, started_wall, searches)
     write_reports(report, out)
+    forget_noisy(report, built, execution, searches, store)
     return report
+
+
+def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
+                 searches: dict[str, SearchResult], store: Store) -> None:
+    """Drop from the cache each latency figure a gate found too noisy to judge
+    (`on_noisy: undecided`), so the next run measures again instead of repeating
+    "undecided" from the cache forever (an unmeasurable figure is never cached either).
+
+    Only the local cache: a `--shared-cache` keeps its copy (other machines read that
+    store, so a run does not delete from it), and a later run may fetch it back.
+    """
+    judged = [(t.gates, built.targets[t.name]) for t in report.targets if t.search is None]
+    judged += [(c.gates, c.stages) for s in searches.values() for c in s.candidates.values()]
+    for gates, stages in judged:
+        run = execution.runs.get(stages.latency or "")
+        if run is not None and run.key and any(
+                g.gate == "latency" and "noisy" in g.details for g in gates):
+            store.remove(run.key)
 
 
 def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,

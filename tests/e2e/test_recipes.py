@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
     cold = edgebuild("run", recipe, "--out", str(out))
-    if cold.returncode == 1:
+    if cold.returncode in (0, 1):
         skip_if_the_machine_was_busy(out)
     assert cold.returncode == 0, cold.stdout + cold.stderr
     assert "Traceback" not in cold.stderr

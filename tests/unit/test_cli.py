@@ -61,3 +61,24 @@ def test_generated_docs_are_up_to_date() -> None:
     result = subprocess.run([sys.executable, "scripts/gen_docs.py", "--check"], cwd=REPO,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("flag", "env", "expected"), [
+    (None, "true", True), (None, "TRUE", True), (None, "1", True), (None, "false", False),
+    (None, None, False), (False, "true", False), (True, None, True)])
+def test_ci_mode_flag_wins_over_the_environment(flag: bool | None, env: str | None,
+                                                expected: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgebuild.cli import ci_mode
+
+    if env is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", env)
+    assert ci_mode(flag) is expected
+
+
+def test_stage_messages_lose_carriage_returns() -> None:
+    from edgebuild.cli import one_line
+
+    assert one_line("converting 10%\r50%\r100%\r\ndone\nok") == "converting 10% 50% 100% done ok"

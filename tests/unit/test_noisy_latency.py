@@ -1,0 +1,108 @@
+"""The latency gate's `on_noisy: undecided`: a budget missed on a loaded machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgebuild.errors import RecipeError
+from edgebuild.gates.evaluate import _latency_from_stats
+from edgebuild.gates.noisy import machine_load, too_noisy
+from edgebuild.gates.result import GateStatus
+from edgebuild.recipe.loader import load_recipe
+from edgebuild.recipe.models import LatencyGate, Policy
+
+
+def stats(p50: float, before: float | None, after: float | None, cores: int = 2
+          ) -> dict[str, Any]:
+    """What measure-latency records, with the load averages (1, 5, 15 min) given."""
+    return {"p50": p50, "p90": p50 * 1.1, "p99": p50 * 1.3, "mean": p50, "std": 0.01,
+            "n": 200, "p50_ci95": [p50 * 0.99, p50 * 1.01],
+            "conditions": {"cores": cores, "threads": 2,
+                           "load_average": None if before is None else [before, 0.5, 0.4],
+                           "load_average_after": None if after is None else [after, 0.5, 0.4]}}
+
+
+NOISY = LatencyGate(budget_ms=1.0, on_noisy="undecided")  # type: ignore[arg-type]
+STRICT = LatencyGate(budget_ms=1.0)
+
+
+def test_load_is_the_larger_of_before_and_after_per_core() -> None:
+    load = machine_load(stats(1, 0.4, 3.1)["conditions"])
+    assert load is not None and load.load == 3.1 and load.cores == 2
+    assert load.per_core == pytest.approx(1.55)
+    assert load.sentence() == "load 3.1 on 2 cores"
+    assert machine_load(stats(1, 2.5, 0.3, cores=1)["conditions"]).sentence() == \
+        "load 2.5 on 1 core"  # type: ignore[union-attr]
+    assert machine_load(stats(1, None, None)["conditions"]) is None  # not recorded
+    assert machine_load({}) is None
+    assert too_noisy(stats(1, 0.4, 2.0)["conditions"], 1.0) is None  # 1.0 a core: not over
+    assert too_noisy(stats(1, 0.4, 2.1)["conditions"], 1.0) is not None
+
+
+def test_missed_budget_on_a_loaded_machine_is_undecided_and_warns() -> None:
+    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 0.4, 3.1), Policy())
+    assert result.status is GateStatus.UNDECIDED
+    assert not result.counts_as_failure and result  # policy.undecided: warn (the default)
+    assert result.message.startswith(
+        "undecided (machine too noisy: load 3.1 on 2 cores during measurement): p50 1.400 ms")
+    assert "1.55 a core is over max_load 1" in result.message
+    assert "policy.undecided: warn" in result.message
+    assert result.details["noisy"] == {"load": 3.1, "cores": 2, "per_core": 1.55,
+                                       "max_load": 1.0}
+
+
+def test_policy_undecided_fail_fails_the_run() -> None:
+    policy = Policy(undecided="fail")  # type: ignore[arg-type]
+    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 3.1, 3.1), policy)
+    assert result.status is GateStatus.UNDECIDED
+    assert result.counts_as_failure and not result
+
+
+@pytest.mark.parametrize(("gate", "p50", "before", "after", "expected"), [
+    (NOISY, 0.9, 3.5, 3.5, GateStatus.PASSED),  # met under load: load never matters
+    (NOISY, 1.4, 0.3, 1.2, GateStatus.FAILED),  # missed on a quiet machine: a real failure
+    (NOISY, 1.4, None, None, GateStatus.FAILED),  # no load recorded: the budget decides
+    (STRICT, 1.4, 3.5, 3.5, GateStatus.FAILED),  # on_noisy: fail (the default)
+    (LatencyGate(budget_ms=1.0, on_noisy="undecided", max_load=2.0),  # type: ignore[arg-type]
+     1.4, 3.5, 3.5, GateStatus.FAILED),  # 1.75 a core is under this max_load
+])
+def test_only_a_missed_budget_under_load_past_max_load_is_undecided(
+        gate: LatencyGate, p50: float, before: float | None, after: float | None,
+        expected: GateStatus) -> None:
+    result = _latency_from_stats("host-cpu", gate, stats(p50, before, after), Policy())
+    assert result.status is expected, result.message
+    assert bool(result) is (expected is GateStatus.PASSED)
+    assert ("noisy" in result.details) is (expected is GateStatus.UNDECIDED)
+
+
+RECIPE = """\
+name: demo
+model: {onnx: m.onnx}
+inputs:
+  - {name: x, shape: [1, 4]}
+targets:
+  host-cpu:
+    gates:
+      latency: {budget_ms: 5, max_load: 2}
+"""
+
+
+def test_max_load_without_the_mode_is_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    (problem,) = (str(p) for p in info.value.problems)
+    assert "r.yaml:8:" in problem and "targets.host-cpu.gates.latency" in problem
+    assert "max_load is only used with `on_noisy: undecided`" in problem
+
+    path.write_text(RECIPE.replace("max_load: 2}", "max_load: 2, on_noisy: undecided}"))
+    gate = load_recipe(path).recipe.targets["host-cpu"].gates.latency
+    assert gate is not None and gate.max_load == 2 and gate.on_noisy.value == "undecided"
+    path.write_text(RECIPE.replace("max_load: 2}", "on_noisy: maybe}"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert "'fail' or 'undecided'" in str(info.value.problems[0])
