@@ -120,4 +120,4 @@ _UNREGISTERED = re.compile(r"unrecognized namespace ([\w.]+::[\w.]+)|"
 def unregistered_op(exc: Exception) -> str:
     """The torch op an exporter error says has no symbolic, or ''."""
     found = _UNREGISTERED.search(str(exc))
-    return next((g for g in found.groups() if g), "") if found else ""
+    return next((g.rstrip(".") for g in found.groups() if g), "") if found else ""

@@ -189,9 +189,9 @@ def _export_error(exc: Exception, custom: dict[str, str]) -> Exception:
                           "see the stage log for the exporter's trace")
     if "::" in op and op.split("::")[0] not in ("aten", "prim", "onnx"):
         return StageError(
-            f"the ONNX export failed: torch op '{op}' has no ONNX registration (it is not in "
-            "the recipe's `custom_ops:`" + (f", which declares {sorted(custom)})" if custom
-                                            else ")"),
+            f"the ONNX export failed: torch op '{op}' has no ONNX registration (no symbolic: "
+            "it is not declared in the recipe's `custom_ops:`"
+            + (f", which registers {', '.join(sorted(custom))})" if custom else ")"),
             "declare it under `custom_ops:` with its `torch_op`, `onnx_schema` and a kernel "
             "or decomposition per backend (docs/custom-ops.md)")
     return StageError(f"the ONNX export failed: op '{op}' has no ONNX symbolic at this opset "
