@@ -325,3 +325,49 @@ def test_an_undeclared_op_fails_the_export_naming_it(tmp_path: Path) -> None:
 def test_decompose_names_must_be_declared(tmp_path: Path) -> None:
     with pytest.raises(StageError, match="decompose_custom_ops names \\['Nope'\\]"):
         export(tmp_path, declared_ops(), decompose_custom_ops=["Nope"])
+
+
+# --- passes on a graph holding a custom node ---------------------------------------------
+
+
+def exported_artifact(tmp_path: Path) -> Any:
+    from edgebuild.core.artifact import Artifact
+
+    export(tmp_path, declared_ops())
+    return Artifact("0" * 64, "onnx", tmp_path / "export", {}, {}, {"main": "model.onnx"})
+
+
+def run_pass(name: str, params: dict[str, Any], model: Any, out: Path,
+             ops: dict[str, Any]) -> Any:
+    from edgebuild.customops.declared import activated
+    from edgebuild.execute.worker import context_from_recipe
+    from edgebuild.registry import load_op
+
+    op = load_op(name)()
+    out.mkdir()
+    ctx = context_from_recipe(name, {"model": model}, out,
+                              {"inputs": [], "outputs": ["logits"]}, RECIPE.parent)
+    with activated(ops, RECIPE.parent):
+        return op.run(ctx, op.Params.model_validate(params))
+
+
+def test_onnx_optimize_keeps_the_node_and_checks_it(tmp_path: Path) -> None:
+    model = exported_artifact(tmp_path)
+    result = run_pass("onnx-optimize", {}, model, tmp_path / "opt", declared_ops())
+    assert result.metadata["custom_ops"] == ["LocalWindowAttention"]
+    assert result.metadata["after"]["ops"]["LocalWindowAttention"] == 1
+    assert "ort_basic_skipped" not in result.metadata  # the ORT kernel let it run
+    # Without an ONNX Runtime kernel, the portable clean-up runs without ORT's basic level.
+    ops = declared_ops()
+    ops["LocalWindowAttention"]["kernels"]["onnxruntime"] = None
+    result = run_pass("onnx-optimize", {}, model, tmp_path / "opt2", ops)
+    assert result.metadata["ort_basic_skipped"] == \
+        "no ONNX Runtime kernel for LocalWindowAttention"
+
+
+def test_quantize_refuses_a_custom_node_clearly(tmp_path: Path) -> None:
+    model = exported_artifact(tmp_path)
+    with pytest.raises(StageError) as info:
+        run_pass("quantize", {"mode": "dynamic"}, model, tmp_path / "q", declared_ops())
+    assert "custom op(s) LocalWindowAttention" in info.value.message
+    assert "decompose the op for this target" in info.value.hint
