@@ -15,6 +15,13 @@ from edgebuild.errors import StageError
 from edgebuild.recipe.custom_ops import DECOMPOSE, OpenVinoKernel
 
 
+def convert_kwargs(onnx_path: Any) -> dict[str, Any]:
+    """`convert_model` keyword arguments: the extensions, when the model needs any
+    (OpenVINO 2026.4 refuses `extension=[]`)."""
+    found = extensions(onnx_path)
+    return {"extension": found} if found else {}
+
+
 def extensions(onnx_path: Any) -> list[Any]:
     """ConversionExtensions for the declared ops the ONNX model at `onnx_path` uses."""
     declared = active()
