@@ -26,42 +26,66 @@ _CONST = {"int": ("i", "i"), "float": ("f", "f"), "string": ("s", "s"), "ints": 
           "floats": ("fs", "f")}
 
 
-def torch_qualname(name: str, op: CustomOp, declared: Declared) -> str:
-    """`namespace::name` of the declared torch op, its signature checked against the
-    schema (tensors first, then the attributes, by name)."""
-    found = declared.load(op.torch_op)
-    qualname = getattr(found, "_qualname", None)  # a torch.library.custom_op
+def torch_qualname(name: str, op: CustomOp, found: Any) -> str:
+    """`namespace::name` of a declared `torch.library.custom_op`, its signature checked
+    against the schema (tensors first, then the attributes, by name)."""
+    qualname = getattr(found, "_qualname", None)
     overload = getattr(found, "_opoverload", None)
     if not isinstance(qualname, str) or overload is None:
         raise StageError(f"custom op '{name}': torch_op '{op.torch_op}' is a "
-                         f"{type(found).__name__}, not a torch.library.custom_op",
-                         "decorate the function with @torch.library.custom_op(...)")
-    arguments = [a.name for a in overload._schema.arguments]
-    expected = [*op.onnx_schema.inputs, *op.onnx_schema.attributes]
-    if arguments != expected:
-        raise StageError(f"custom op '{name}': torch op {qualname} takes ({', '.join(arguments)})"
-                         f", the schema declares ({', '.join(expected)})",
-                         "onnx_schema.inputs then onnx_schema.attributes must name the torch "
-                         "op's arguments in order")
+                         f"{type(found).__name__}, neither a torch.library.custom_op nor a "
+                         "torch.nn.Module class",
+                         "decorate the function with @torch.library.custom_op(...), or name "
+                         "the module class")
+    _same_arguments(name, op, qualname, [a.name for a in overload._schema.arguments],
+                    [*op.onnx_schema.inputs, *op.onnx_schema.attributes])
     return qualname
 
 
-def register_symbolics(declared: Declared, opset: int, decompose: set[str]) -> dict[str, str]:
-    """Register a symbolic per declared op; returns torch op -> what it exports as."""
+def _same_arguments(name: str, op: CustomOp, what: str, arguments: list[str],
+                    expected: list[str]) -> None:
+    if arguments != expected:
+        raise StageError(f"custom op '{name}': {what} takes ({', '.join(arguments)}), the "
+                         f"schema declares ({', '.join(expected)})",
+                         "onnx_schema.inputs (then, for a custom_op, onnx_schema.attributes) "
+                         "must name its arguments in order")
+
+
+def register_symbolics(declared: Declared, opset: int, decompose: set[str],
+                       model: Any) -> dict[str, str]:
+    """Make the exporter write each declared op as a node or its decomposition; returns
+    torch op (or module class) -> what it exports as.
+
+    A `torch.library.custom_op` gets a symbolic registered under its name; the
+    instances of a module class in `model` get their forward wrapped in an
+    autograd.Function whose `symbolic` writes the same thing (the legacy exporter's
+    hook for Python code it cannot see through).
+    """
     import torch
 
     exported = {}
     for name, op in declared.ops.items():
-        qualname = torch_qualname(name, op, declared)
-        if name in decompose or op.export.value == "decompose":
+        found = declared.load(op.torch_op)
+        decomposes = name in decompose or op.export.value == "decompose"
+        if decomposes:
             assert op.decomposition is not None  # CustomOp checked it
-            symbolic = _decomposing(name, op, declared.load(op.decomposition))
-            exported[qualname] = f"decomposition {op.decomposition}"
+            emit = _decomposing(declared.load(op.decomposition))
+            written = f"decomposition {op.decomposition}"
         else:
-            symbolic = _custom_node(name, op)
-            exported[qualname] = f"{op.domain}::{name}"
+            emit, written = _custom_node(name, op), f"{op.domain}::{name}"
+        if isinstance(found, type) and issubclass(found, torch.nn.Module):
+            count = _wrap_modules(name, op, found, model, emit)
+            exported[f"{found.__module__}.{found.__qualname__}"] = f"{written} ({count}x)"
+            continue
+        qualname = torch_qualname(name, op, found)
+
+        def symbolic(g: Any, *args: Any, _name: str = name, _op: CustomOp = op,
+                     _emit: Any = emit) -> Any:
+            return _emit(g, *_split(_name, _op, args))
+
         torch.onnx.register_custom_op_symbolic(  # type: ignore[attr-defined]
             qualname, symbolic, opset)
+        exported[qualname] = written
     return exported
 
 
@@ -72,7 +96,7 @@ def custom_opsets(declared: Declared, decompose: set[str]) -> dict[str, int]:
 
 
 def _split(name: str, op: CustomOp, args: tuple[Any, ...]) -> tuple[list[Any], dict[str, Any]]:
-    """(tensor inputs, attribute name -> Python value) of one call."""
+    """(tensor inputs, attribute name -> Python value) of one custom_op call."""
     import torch
     from torch.onnx import symbolic_helper
 
@@ -89,10 +113,10 @@ def _split(name: str, op: CustomOp, args: tuple[Any, ...]) -> tuple[list[Any], d
 
 
 def _custom_node(name: str, op: CustomOp) -> Any:
+    """(g, tensors, attributes) -> the one node in the declared domain."""
     outputs = len(op.onnx_schema.outputs)
 
-    def symbolic(g: Any, *args: Any) -> Any:
-        tensors, attributes = _split(name, op, args)
+    def emit(g: Any, tensors: list[Any], attributes: dict[str, Any]) -> Any:
         written = {f"{a}_{_CONST[op.onnx_schema.attributes[a]][1]}": v
                    for a, v in attributes.items()}
         result = g.op(f"{op.domain}::{name}", *tensors, outputs=outputs, **written)
@@ -102,15 +126,60 @@ def _custom_node(name: str, op: CustomOp) -> Any:
                 value.setType(tensors[0].type())
         return result
 
-    return symbolic
+    return emit
 
 
-def _decomposing(name: str, op: CustomOp, decomposition: Any) -> Any:
-    def symbolic(g: Any, *args: Any) -> Any:
-        tensors, attributes = _split(name, op, args)
+def _decomposing(decomposition: Any) -> Any:
+    def emit(g: Any, tensors: list[Any], attributes: dict[str, Any]) -> Any:
         return decomposition(g, *tensors, **attributes)
 
-    return symbolic
+    return emit
+
+
+def _wrap_modules(name: str, op: CustomOp, cls: Any, model: Any, emit: Any) -> int:
+    """Route each `cls` instance in `model` through an autograd.Function that runs its
+    forward in PyTorch and exports as `emit`; returns how many were wrapped."""
+    import inspect
+
+    import torch
+
+    count = 0
+    for path, module in model.named_modules():
+        if not isinstance(module, cls):
+            continue
+        owned = [n for n, _ in [*module.named_parameters(), *module.named_buffers()]]
+        if owned:
+            raise StageError(f"custom op '{name}': module {path or 'model'} "
+                             f"({cls.__name__}) holds weights {owned[:3]}, which a custom "
+                             "node would not carry",
+                             "make the weights inputs of the op (compute them outside the "
+                             "module), or use a torch.library.custom_op")
+        forward = module.forward
+        parameters = [p.name for p in inspect.signature(forward).parameters.values()]
+        _same_arguments(name, op, f"{cls.__name__}.forward", parameters,
+                        list(op.onnx_schema.inputs))
+        missing = [a for a in op.onnx_schema.attributes if not hasattr(module, a)]
+        if missing:
+            raise StageError(f"custom op '{name}': {cls.__name__} has no attribute "
+                             f"{', '.join(missing)} (the schema's attributes are read from "
+                             "the module)")
+        attributes = {a: getattr(module, a) for a in op.onnx_schema.attributes}
+        module.forward = _as_function(forward, emit, attributes, torch)
+        count += 1
+    return count
+
+
+def _as_function(forward: Any, emit: Any, attributes: dict[str, Any], torch: Any) -> Any:
+    class Wrapped(torch.autograd.Function):  # type: ignore[misc]
+        @staticmethod
+        def forward(ctx: Any, *tensors: Any) -> Any:
+            return forward(*tensors)
+
+        @staticmethod
+        def symbolic(g: Any, *tensors: Any) -> Any:
+            return emit(g, list(tensors), attributes)
+
+    return lambda *tensors: Wrapped.apply(*tensors)
 
 
 _UNREGISTERED = re.compile(r"unrecognized namespace ([\w.]+::[\w.]+)|"

@@ -79,7 +79,7 @@ class ExportOnnx(Op):
             "input_names": names, "output_names": outputs, "opset_version": p.opset,
         }
         captured: dict[str, Any] = {}
-        custom = self._custom_ops(p, kwargs)
+        custom = self._custom_ops(p, kwargs, model)
         if p.exporter == "legacy":
             kwargs["dynamo"] = False
             kwargs["dynamic_axes"] = dynamic or None
@@ -119,7 +119,7 @@ class ExportOnnx(Op):
         )
 
     @staticmethod
-    def _custom_ops(p: ExportParams, kwargs: dict[str, Any]) -> dict[str, str]:
+    def _custom_ops(p: ExportParams, kwargs: dict[str, Any], model: Any) -> dict[str, str]:
         """Register the declared ops' symbolics (and ONNX schemas); torch op -> export."""
         from edgebuild.customops import export, onnx_schema
         from edgebuild.customops.declared import active
@@ -137,7 +137,7 @@ class ExportOnnx(Op):
         onnx_schema.register(declared.ops)
         decompose = set(p.decompose_custom_ops)
         kwargs["custom_opsets"] = export.custom_opsets(declared, decompose)
-        return export.register_symbolics(declared, p.opset, decompose)
+        return export.register_symbolics(declared, p.opset, decompose, model)
 
     def _check(self, model: Any, path: Any, tensors: list[dict[str, Any]],
                p: ExportParams) -> dict[str, Any]:

@@ -136,8 +136,9 @@ class CustomOp(Strict):
         description="ONNX domain of the custom node, e.g. `com.example.research`.")
     version: int = Field(1, ge=1, le=1000, description="The domain's opset version.")
     torch_op: str = Field(
-        description="The `torch.library.custom_op` the model calls: `path/to/file.py:name` "
-        "or `module:name`; the FP32 reference runs it.")
+        description="The `torch.library.custom_op` the model calls, or an `nn.Module` class "
+        "without weights whose instances are the op (attributes read from the instance): "
+        "`path/to/file.py:name` or `module:name`; the FP32 reference runs it.")
     onnx_schema: OpSignature = Field(
         description="Inputs, outputs, types and attributes of the ONNX node.")
     export: ExportMode = Field(

@@ -371,3 +371,55 @@ def test_quantize_refuses_a_custom_node_clearly(tmp_path: Path) -> None:
         run_pass("quantize", {"mode": "dynamic"}, model, tmp_path / "q", declared_ops())
     assert "custom op(s) LocalWindowAttention" in info.value.message
     assert "decompose the op for this target" in info.value.hint
+
+
+# --- a module class as the torch op ----------------------------------------------------------
+
+
+MODULE_OP = {"SquaredRelu": {
+    "domain": "com.example.activations", "torch_op": "tests/models/squared_relu.py:"
+    "ScaledSquaredReLU", "onnx_schema": {"inputs": ["x"], "outputs": ["y"],
+                                          "attributes": {"alpha": "float"}},
+    "decomposition": "tests/models/squared_relu.py:decomposition",
+    "kernels": {"onnxruntime": {"python": "tests/models/squared_relu.py:onnxruntime_kernel"}}}}
+
+
+def export_module(tmp_path: Path, weighted: bool = False, **params: Any) -> tuple[Any, Any]:
+    import onnx
+
+    from edgebuild.customops.declared import activated
+    from edgebuild.execute.worker import context_from_recipe
+    from edgebuild.passes.export_onnx import ExportOnnx, ExportParams
+
+    data = {"model": {"factory": "tests/models/squared_relu.py:build",
+                      "kwargs": {"weighted": weighted}},
+            "inputs": [{"name": "x", "shape": [2, 4], "dtype": "float32", "dynamic_axes": {}}],
+            "outputs": ["y"]}
+    out = tmp_path / "export"
+    out.mkdir(exist_ok=True)
+    ctx = context_from_recipe("export-onnx", {}, out, data, REPO)
+    with activated(MODULE_OP, REPO):
+        result = ExportOnnx().run(ctx, ExportParams(**params))
+    return onnx.load(str(out / result.main)), result.metadata
+
+
+def test_a_module_class_exports_as_a_custom_node(tmp_path: Path) -> None:
+    model, meta = export_module(tmp_path)
+    (node,) = [n for n in model.graph.node if n.domain == "com.example.activations"]
+    assert node.op_type == "SquaredRelu"
+    assert [(a.name, round(a.f, 6)) for a in node.attribute] == [("alpha", 0.5)]
+    assert meta["check"]["samples"] == 2 and meta["check"]["max_abs_diff"] < 1e-5
+    assert meta["custom_ops"] == {"_edgebuild_user_squared_relu.ScaledSquaredReLU":
+                                  "com.example.activations::SquaredRelu (1x)"}
+
+
+def test_a_module_class_exports_as_its_decomposition(tmp_path: Path) -> None:
+    model, meta = export_module(tmp_path, decompose_custom_ops=["SquaredRelu"])
+    assert {n.domain for n in model.graph.node} == {""}
+    assert {"Relu", "Mul"} <= {n.op_type for n in model.graph.node}
+    assert meta["check"]["max_abs_diff"] < 1e-5  # plain ONNX Runtime against PyTorch
+
+
+def test_a_module_class_with_weights_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"holds weights \['gain'\]"):
+        export_module(tmp_path, weighted=True)
