@@ -423,3 +423,12 @@ def test_a_module_class_exports_as_its_decomposition(tmp_path: Path) -> None:
 def test_a_module_class_with_weights_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StageError, match=r"holds weights \['gain'\]"):
         export_module(tmp_path, weighted=True)
+
+
+def test_plan_and_validate_of_the_custom_op_recipe_are_light() -> None:
+    from tests.unit.test_light_imports import loaded_heavy
+
+    for argv in (["plan", str(RECIPE)], ["validate", str(RECIPE)]):
+        code, heavy, output = loaded_heavy(argv, cwd=REPO)
+        assert code == 0, output
+        assert heavy == [], argv
