@@ -108,8 +108,11 @@ class ExportOnnx(Op):
         try:
             with torch.no_grad():
                 torch.onnx.export(model_to_export, example, str(destination), **kwargs)
+        except StageError:
+            raise  # from a custom op's symbolic: it says what is wrong already
         except Exception as exc:  # the exporter's own types; an unknown op is the common one
-            raise _export_error(exc, custom) from None
+            # Chained: the stage log keeps the exporter's trace, the user gets one line.
+            raise _export_error(exc, custom) from exc
         check = self._check(model, destination, tensors, p)
         return OpResult(
             main="model.onnx", format="onnx",
