@@ -432,3 +432,24 @@ def test_plan_and_validate_of_the_custom_op_recipe_are_light() -> None:
         code, heavy, output = loaded_heavy(argv, cwd=REPO)
         assert code == 0, output
         assert heavy == [], argv
+
+
+def test_search_candidates_get_the_export_their_backend_needs(tmp_path: Path) -> None:
+    from edgebuild.plan.planner import build_plan
+
+    path = variant(tmp_path, "targets:\n", """targets:
+  searched:
+    profile: intel-cpu
+    gates: {accuracy: {dataset: test, max_abs_error: 1.0e-4}}
+    search:
+      candidates:
+        fp32: {}
+        threads: {options: {inference_num_threads: 1}}
+""")
+    plan = build_plan(load_recipe(path))
+    search = plan.targets["searched"].search
+    assert search is not None
+    for stages in search.candidates.values():
+        export = plan.stage(stages.chain[0])
+        assert export.op == "export-onnx" and export.params["decompose_custom_ops"] == []
+    assert search.candidates["fp32"].chain[0] == plan.targets["host-cpu"].chain[0]
