@@ -4,6 +4,7 @@
                  op name, op version, params,
                  input artifact digests (content, not keys: equal outputs -> early cut-off),
                  dataset digests, model-source digest (if the stage reads it),
+                 custom-op digest: declarations and every file they name (if declared),
                  the recipe's input/output declarations,
                  target-profile digest and backend version (target-specific stages),
                  versions of every tool involved, Python, the platform, and
@@ -63,11 +64,13 @@ def environment() -> dict[str, str]:
 
 def stage_key(*, op: str, op_version: int, params: dict[str, Any], inputs: dict[str, str],
               datasets: dict[str, str], source: str | None, io: Any,
+              custom_ops: str | None,
               target: str | None, backend: dict[str, Any] | None,
               tools: tuple[str, ...]) -> str:
     return digest_json({
         "op": op, "op_version": op_version, "params": params, "inputs": inputs,
-        "datasets": datasets, "source": source, "io": io, "target": target, "backend": backend,
+        "datasets": datasets, "source": source, "custom_ops": custom_ops, "io": io,
+        "target": target, "backend": backend,
         "tools": {t: tool_version(t) for t in sorted(set(tools))},
         "environment": environment(),
     })

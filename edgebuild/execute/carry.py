@@ -58,6 +58,10 @@ class _Packer:
         real = path.resolve()
         if real not in self.digests:
             self.digests[real] = digest_file(real)
+        known = self.out.files.get(rel)
+        if known is not None and known[1] != real:
+            raise EdgebuildError(f"two files would travel as {rel}: {known[1]} and {real}",
+                                 "rename one of them")
         self.out.files[rel] = (self.digests[real], real)
 
     def callable(self, ref: str, folder: str) -> str:
@@ -96,6 +100,31 @@ class _Packer:
             data["function"] = self.callable(data["function"], folder)
         return data
 
+    def custom_ops(self, ops: dict[str, Any]) -> dict[str, Any]:
+        """Each op's torch op, decomposition and kernels, carried like a factory: a
+        `file.py:fn` travels by content, a `module:fn` is expected installed alike."""
+        carried = {}
+        for name, op in ops.items():
+            op = {**op, "kernels": dict(op.get("kernels") or {})}
+            folder = "model"  # beside the factory: one file the model and its op share
+            op["torch_op"] = self.callable(op["torch_op"], folder)
+            if op.get("decomposition"):
+                op["decomposition"] = self.callable(op["decomposition"], folder)
+            ort = op["kernels"].get("onnxruntime")
+            if isinstance(ort, dict):
+                ort = dict(ort)
+                if ort.get("python"):
+                    ort["python"] = self.callable(ort["python"], folder)
+                if ort.get("library") is not None:
+                    ort["library"] = self.file(ort["library"], folder)
+                op["kernels"]["onnxruntime"] = ort
+            ov = op["kernels"].get("openvino")
+            if isinstance(ov, dict):
+                op["kernels"]["openvino"] = {**ov, "conversion": self.callable(
+                    ov["conversion"], folder)}
+            carried[name] = op
+        return carried
+
     def source(self, model: dict[str, Any]) -> dict[str, Any]:
         model = dict(model)
         if model.get("onnx") is not None:
@@ -115,6 +144,8 @@ def carry(spec: dict[str, Any], digests: dict[Path, str] | None = None) -> Carri
                                     for name, data in spec["datasets"].items()}}
     if spec.get("source") is not None:
         carried["source"] = packer.source(spec["source"])
+    if spec.get("custom_ops"):
+        carried["custom_ops"] = packer.custom_ops(spec["custom_ops"])
     packer.out.spec = carried
     return packer.out
 

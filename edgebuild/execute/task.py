@@ -63,6 +63,8 @@ def stage_spec(plan: Plan, stage: Stage, inputs: dict[str, Artifact], out: Path)
         "datasets": {name: recipe.datasets[name].model_dump(mode="json")
                      for name in stage.datasets},
         "source": recipe.model.model_dump(mode="json") if stage.uses_source else None,
+        "custom_ops": {name: op.model_dump(mode="json")
+                       for name, op in recipe.custom_ops.items()} if stage.custom_ops else None,
     }
 
 

@@ -53,7 +53,10 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
         source=spec.get("source"),
     )
     started = time.perf_counter()
-    result = op.run(ctx, params)
+    from edgebuild.customops.declared import activated
+
+    with activated(spec.get("custom_ops"), recipe_dir):
+        result = op.run(ctx, params)
     return {
         "status": "unmeasurable" if result.unmeasurable else "ok",
         "reason": result.unmeasurable,

@@ -34,6 +34,10 @@ class ExportParams(BaseModel):
     check_samples: int = Field(2, ge=0, le=64, description="Random inputs compared after export.")
     atol: float = Field(1e-4, ge=0, description="Absolute tolerance of the check.")
     rtol: float = Field(1e-3, ge=0, description="Relative tolerance of the check.")
+    decompose_custom_ops: list[str] = Field(
+        default_factory=list, description="Custom ops (recipe `custom_ops:`) written as their "
+        "decomposition instead of a custom node; the planner adds those a target's backend "
+        "decomposes (docs/custom-ops.md).")
 
     @model_validator(mode="after")
     def _dynamo_opset(self) -> ExportParams:
@@ -49,7 +53,7 @@ class ExportParams(BaseModel):
 
 class ExportOnnx(Op):
     name = "export-onnx"
-    version = 1
+    version = 2  # 2: custom ops (symbolics, custom opsets, a check with their kernels)
     Params = ExportParams
     accepts = ("pytorch",)
     produces = "onnx"
@@ -75,6 +79,7 @@ class ExportOnnx(Op):
             "input_names": names, "output_names": outputs, "opset_version": p.opset,
         }
         captured: dict[str, Any] = {}
+        custom = self._custom_ops(p, kwargs, model)
         if p.exporter == "legacy":
             kwargs["dynamo"] = False
             kwargs["dynamic_axes"] = dynamic or None
@@ -100,25 +105,59 @@ class ExportOnnx(Op):
                                  for i, d in enumerate(t["shape"])],
                                 dtype=getattr(torch, t["dtype"]))
                     for t in tensors)
-        with torch.no_grad():
-            torch.onnx.export(model_to_export, example, str(destination), **kwargs)
+        try:
+            with torch.no_grad():
+                torch.onnx.export(model_to_export, example, str(destination), **kwargs)
+        except StageError:
+            raise  # from a custom op's symbolic: it says what is wrong already
+        except Exception as exc:  # the exporter's own types; an unknown op is the common one
+            # Chained: the stage log keeps the exporter's trace, the user gets one line.
+            raise _export_error(exc, custom) from exc
         check = self._check(model, destination, tensors, p)
         return OpResult(
             main="model.onnx", format="onnx",
             metadata={"exporter": p.exporter, "opset": p.opset, "check": check,
-                      "capture_check": captured,
+                      "capture_check": captured, "custom_ops": custom,
                       "graph": graph_stats(destination)},
         )
+
+    @staticmethod
+    def _custom_ops(p: ExportParams, kwargs: dict[str, Any], model: Any) -> dict[str, str]:
+        """Register the declared ops' symbolics (and ONNX schemas); torch op -> export."""
+        from edgebuild.customops import export, onnx_schema
+        from edgebuild.customops.declared import active
+
+        declared = active()
+        unknown = sorted(set(p.decompose_custom_ops) - set(declared.ops))
+        if unknown:
+            raise StageError(f"decompose_custom_ops names {unknown}, which `custom_ops:` does "
+                             "not declare", f"declared: {sorted(declared.ops) or 'none'}")
+        if not declared:
+            return {}
+        if p.exporter == "dynamo":
+            raise StageError("custom ops are exported with the legacy exporter",
+                             "remove `exporter: dynamo` (docs/custom-ops.md, Limits)")
+        onnx_schema.register(declared.ops)
+        decompose = set(p.decompose_custom_ops)
+        kwargs["custom_opsets"] = export.custom_opsets(declared, decompose)
+        return export.register_symbolics(declared, p.opset, decompose, model)
 
     def _check(self, model: Any, path: Any, tensors: list[dict[str, Any]],
                p: ExportParams) -> dict[str, Any]:
         import numpy as np
-        import onnxruntime as ort
+        import onnx
         import torch
+
+        from edgebuild.customops import ort as custom_ort
 
         if p.check_samples == 0:
             return {"samples": 0}
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        without = custom_ort.missing_kernels(onnx.load(str(path)))
+        if without:
+            # The accuracy gates still compare each backend's build with PyTorch.
+            return {"samples": 0, "skipped": f"custom ops {', '.join(without)} have no ONNX "
+                    "Runtime kernel to run the check with"}
+        session = custom_ort.session(path)
         worst = 0.0
         for feeds in sample_inputs(tensors, seed=0, count=p.check_samples):
             with torch.no_grad():
@@ -140,3 +179,23 @@ class ExportOnnx(Op):
                         "if the difference is expected",
                     )
         return {"samples": p.check_samples, "max_abs_diff": worst}
+
+
+def _export_error(exc: Exception, custom: dict[str, str]) -> Exception:
+    """A StageError naming the op the exporter could not write and what registers it."""
+    from edgebuild.customops.export import unregistered_op
+
+    op = unregistered_op(exc)
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    if not op:
+        return StageError(f"the ONNX export failed ({type(exc).__name__}: {first})",
+                          "see the stage log for the exporter's trace")
+    if "::" in op and op.split("::")[0] not in ("aten", "prim", "onnx"):
+        return StageError(
+            f"the ONNX export failed: torch op '{op}' has no ONNX registration (no symbolic: "
+            "it is not declared in the recipe's `custom_ops:`"
+            + (f", which registers {', '.join(sorted(custom))})" if custom else ")"),
+            "declare it under `custom_ops:` with its `torch_op`, `onnx_schema` and a kernel "
+            "or decomposition per backend (docs/custom-ops.md)")
+    return StageError(f"the ONNX export failed: op '{op}' has no ONNX symbolic at this opset "
+                      f"({first})", "try another opset, or `exporter: dynamo`")

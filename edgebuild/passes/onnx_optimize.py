@@ -30,7 +30,7 @@ class OptimizeParams(BaseModel):
 
 class OnnxOptimize(Op):
     name = "onnx-optimize"
-    version = 1
+    version = 2  # 2: custom nodes (schemas registered, ORT basic level with their kernels)
     Params = OptimizeParams
     accepts = ("onnx",)
     produces = "onnx"
@@ -40,10 +40,18 @@ class OnnxOptimize(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import onnx
 
+        from edgebuild.customops import onnx_schema
+        from edgebuild.customops.declared import active
+        from edgebuild.customops.ort import custom_nodes, missing_kernels, save_optimized
+
         p: OptimizeParams = params
         source = ctx.input().main
         work = ctx.out / "work.onnx"
-        model = onnx.shape_inference.infer_shapes(onnx.load(str(source)))
+        # Their schemas let shape inference and the checker read the custom nodes.
+        onnx_schema.register(active().ops)
+        loaded = onnx.load(str(source))
+        custom = sorted(custom_nodes(loaded))
+        model = onnx.shape_inference.infer_shapes(loaded)
         if p.simplifier == "onnxslim":
             import onnxslim
 
@@ -58,17 +66,22 @@ class OnnxOptimize(Op):
                 raise RuntimeError("onnxsim could not validate the simplified model")
         onnx.save(model, str(work))
         destination = ctx.out / "model.onnx"
-        if p.ort_basic:
+        # ONNX Runtime loads a custom node only with its kernel: without one, the basic
+        # level (a portable clean-up) is left out rather than failing the build.
+        skipped = missing_kernels(model) if p.ort_basic else []
+        if p.ort_basic and not skipped:
             import onnxruntime as ort
 
             so = ort.SessionOptions()
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-            so.optimized_model_filepath = str(destination)
-            ort.InferenceSession(str(work), so, providers=["CPUExecutionProvider"])
+            save_optimized(so, work, destination)
             work.unlink()
         else:
             shutil.move(work, destination)
         onnx.checker.check_model(str(destination))
+        notes: dict[str, Any] = {"custom_ops": custom} if custom else {}
+        if skipped:
+            notes["ort_basic_skipped"] = f"no ONNX Runtime kernel for {', '.join(skipped)}"
         return OpResult(main="model.onnx", format="onnx",
                         metadata={"before": graph_stats(source),
-                                  "after": graph_stats(destination)})
+                                  "after": graph_stats(destination), **notes})

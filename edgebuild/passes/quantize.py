@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.errors import StageError
 from edgebuild.passes.onnx_stats import graph_stats
 
 
@@ -197,6 +198,7 @@ class Quantize(Op):
 
         p: QuantizeParams = params
         source = ctx.input().main
+        _refuse_custom_nodes(source)
         destination = ctx.out / "model.onnx"
         calibration = None
         if p.calibration is not None:
@@ -224,3 +226,23 @@ class Quantize(Op):
                                                    p.compare_samples)
         metadata.update(before=graph_stats(source), after=graph_stats(destination))
         return OpResult(main="model.onnx", format="onnx", metadata=metadata)
+
+
+def _refuse_custom_nodes(source: Path) -> None:
+    """ONNX Runtime's quantizer opens sessions and runs shape inference of its own,
+    where a custom node has no kernel: refuse before it fails somewhere inside."""
+    from edgebuild.customops.declared import active
+
+    if not active():
+        return
+    import onnx
+
+    from edgebuild.customops.ort import custom_nodes
+
+    found = sorted(custom_nodes(onnx.load(str(source), load_external_data=False)))
+    if found:
+        raise StageError(
+            f"quantize cannot quantize a graph holding custom op(s) {', '.join(found)}: ONNX "
+            "Runtime's quantizer opens its own sessions, without their kernels",
+            "decompose the op for this target (`kernels.<backend>: decompose`), or quantize "
+            "in the backend (openvino-quantize, the TFLite `precision` option)")

@@ -110,6 +110,10 @@ class _Builder:
         `label` names a stage that is not target-specific (`quantize[int8-entropy]`);
         it is not part of its identity, so identical stages still merge.
         """
+        # Any stage may load a model holding a custom node (a session deep in a pass
+        # or a runner), so with custom ops declared every stage reads them, and their
+        # kernel files are in every key.
+        flags["custom_ops"] = bool(self.loaded.recipe.custom_ops)
         identity = canonical_json([op, params, sorted(inputs.items()), target,
                                    sorted(flags.items())])
         if identity in self._by_identity:
@@ -152,6 +156,15 @@ class _Chain:
             f"reorder or add passes so that something producing {accepts[0]} comes "
             f"before '{consumer}'")
 
+    def _decomposing(self, params: dict[str, Any]) -> dict[str, Any]:
+        """export-onnx params with the custom ops this target's backend gets decomposed:
+        targets that differ there export twice, targets that agree share one export."""
+        backend = self.b.loaded.targets[self.target].backend
+        ops = self.b.loaded.recipe.custom_ops
+        wanted = {n for n, op in ops.items() if op.decomposes_for(backend)}
+        wanted |= set(params.get("decompose_custom_ops") or ())
+        return {**params, "decompose_custom_ops": sorted(wanted)} if wanted else params
+
     def reach(self, accepts: tuple[str, ...], consumer: str) -> None:
         """Insert the conversion passes (registry.conversions) that reach `accepts`."""
         if "*" in accepts:
@@ -165,6 +178,8 @@ class _Chain:
     def add(self, op_name: str, params: dict[str, Any], implicit: bool = False) -> None:
         op = load_op(op_name)
         self.reach(op.accepts, op_name)
+        if op_name == "export-onnx":
+            params = self._decomposing(params)
         validated = op.Params.model_validate(params).model_dump(mode="json")
         inputs = {"model": self.current} if self.current else {}
         self.current = self.b.add(op_name, validated, inputs,

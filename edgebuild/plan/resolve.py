@@ -74,6 +74,27 @@ class KeyResolver:
             "files": {role: self.stats.digest(path) for role, path in files.items()},
         })
 
+    @cached_property
+    def custom_ops_digest(self) -> str:
+        """Digest of the custom-op declarations and of every file they name (the torch
+        op's module, the decomposition, the kernels), so editing a kernel rebuilds."""
+        from edgebuild.customops.files import custom_op_files
+
+        loaded = self.plan.recipe
+        try:
+            files = custom_op_files(loaded.recipe.custom_ops, loaded.base_dir)
+        except EdgebuildError as exc:
+            raise DataError(exc.message, exc.hint).at(self._where("custom_ops")) from None
+        for (name, role), path in files.items():
+            if not path.is_file():
+                raise DataError(f"custom op '{name}': {role} file {path} not found",
+                                "paths are relative to the recipe file").at(
+                    self._where("custom_ops", name))
+        return digest_json({
+            "ops": {n: op.model_dump(mode="json") for n, op in loaded.recipe.custom_ops.items()},
+            "files": {f"{n}/{r}": self.stats.digest(p) for (n, r), p in sorted(files.items())},
+        })
+
     def _where(self, *keys: str) -> Location:
         return self.plan.recipe.doc.locate(keys)[0]
 
@@ -97,6 +118,7 @@ class KeyResolver:
             inputs={role: a.digest for role, a in inputs.items()},
             datasets={d: self.dataset(d) for d in stage.datasets},
             source=self.source_digest if stage.uses_source else None,
+            custom_ops=self.custom_ops_digest if stage.custom_ops else None,
             io={"inputs": [t.model_dump(mode="json") for t in recipe.inputs],
                 "outputs": recipe.outputs},
             target=digest_json(target.digest_data()) if target else None,

@@ -18,6 +18,7 @@ class Stage:
     uses_source: bool = False  # reads the recipe's model source (factory, weights, ONNX)
     measures: bool = False  # a measurement: holds the device lock, never overlaps work
     implicit: bool = False  # added by the planner, not written in the recipe
+    custom_ops: bool = False  # reads the recipe's `custom_ops:` (declarations and their files)
 
     @property
     def params(self) -> dict[str, Any]:

@@ -62,13 +62,24 @@ def load_callable(ref: str, base_dir: Path) -> object:
         path = resolve_file(module_name, base_dir)
         if not path.is_file():
             raise EdgebuildError(f"'{ref}': file {path} not found")
-        spec = importlib.util.spec_from_file_location(f"_edgebuild_user_{path.stem}", path)
-        if spec is None or spec.loader is None:
-            raise EdgebuildError(f"'{ref}': cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        # Registered so that pickles of its classes (a pruned model) load in another process.
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        name = f"_edgebuild_user_{path.stem}"
+        loaded = sys.modules.get(name)
+        stat = path.stat()
+        version = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if loaded is not None and getattr(loaded, "_edgebuild_file", None) == version:
+            # Imported once, as Python would: a file that registers a torch custom op
+            # (the factory's and the recipe's `custom_ops:` both name it) cannot run twice.
+            module = loaded
+        else:
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise EdgebuildError(f"'{ref}': cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            # Registered so that pickles of its classes (a pruned model) load in another
+            # process.
+            sys.modules[spec.name] = module
+            module._edgebuild_file = version  # type: ignore[attr-defined]
+            spec.loader.exec_module(module)
     else:
         try:
             module = importlib.import_module(module_name)

@@ -15,6 +15,7 @@ from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
 from edgebuild.recipe.common import MeasureOverrides
+from edgebuild.recipe.custom_ops import missing_kernel
 from edgebuild.recipe.models import SAFE_NAME, Gates, PassSpec, Recipe, TargetEntry
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
@@ -124,6 +125,10 @@ class _CrossCheck:
         self.problems.append(Problem(location, ".".join(found or loc), message, hint))
 
     def run(self) -> dict[str, Target]:
+        if self.recipe.custom_ops and self.recipe.model.factory is None:
+            self._add(("custom_ops",), "custom ops are declared for a PyTorch model's export, "
+                      "and this recipe's model is an ONNX file",
+                      "give `model.factory`, or remove `custom_ops:`")
         self._passes(self.recipe.passes, ("passes",))
         inputs = [t.name for t in self.recipe.inputs]
         for name, dataset in self.recipe.datasets.items():
@@ -153,10 +158,23 @@ class _CrossCheck:
                                                                         measure)
             self._options(loaded, entry.options, target.options, loc)
             targets[name] = target
+            self._custom_ops(name, target)
             if entry.search is not None:
                 for candidate in self._search(name, entry, loaded, target):
                     targets[candidate.target_name] = self._candidate_info(candidate, target)
         return targets
+
+    def _custom_ops(self, name: str, target: Target) -> None:
+        """Each custom op has a kernel or a decomposition for this target's backend."""
+        for op_name, op in self.recipe.custom_ops.items():
+            problem = missing_kernel(op, target.backend)
+            if problem:
+                line = self.doc.locate(("targets", name))[0].line
+                self._add(("custom_ops", op_name, "kernels"),
+                          f"custom op '{op_name}' {problem}, which target '{name}' "
+                          f"(line {line}) builds for",
+                          f"add `kernels.{target.backend}:` (docs/custom-ops.md), or "
+                          "remove the target")
 
     def _search(self, name: str, entry: TargetEntry, loaded: LoadedProfile,
                 target: Target) -> list[Candidate]:
@@ -247,6 +265,12 @@ class _CrossCheck:
                 continue
             op = load_op(spec.name)
             params, found = validate(op.Params, self.doc, spec.params, (*here, spec.name))
+            if spec.name == "export-onnx" and self.recipe.custom_ops and \
+                    spec.params.get("exporter") == "dynamo":
+                self._add((*here, spec.name, "exporter"), "custom ops are exported with the "
+                          "legacy exporter (their symbolics are registered with "
+                          "torch.onnx.register_custom_op_symbolic)",
+                          "remove `exporter: dynamo` (docs/custom-ops.md, Limits)")
             self.problems.extend(Problem(p.location, p.key, p.message + note, p.hint)
                                  for p in found)
             # Every dataset the params name, at any depth (accuracy_aware.dataset too).

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from edgebuild.recipe.common import FileRef, MeasureOverrides, Strict
+from edgebuild.recipe.custom_ops import CustomOp, check_op_types
 from edgebuild.recipe.datasets import DatasetSpec
 
 TensorDtype = Literal["float32", "float16", "int8", "uint8", "int32", "int64", "bool"]
@@ -354,6 +355,10 @@ class Recipe(Strict):
                                description="Output names; the first is the one gates compare.")
     datasets: dict[str, DatasetSpec] = Field(
         default_factory=dict, description="Named datasets for gates and calibration.")
+    custom_ops: dict[str, CustomOp] = Field(
+        default_factory=dict, description="Operators outside the standard ONNX opsets, by ONNX "
+        "op type: schema, export mode and a kernel or decomposition per backend "
+        "(docs/custom-ops.md).")
     passes: list[PassSpec] = Field(default_factory=list,
                                    description="Passes applied for every target, in order.")
     targets: dict[str, TargetEntry] = Field(
@@ -364,6 +369,8 @@ class Recipe(Strict):
         """The policy that decides for `target` (a search candidate: its target's)."""
         entry = self.targets.get(target.split("[", 1)[0])
         return entry.policy if entry is not None and entry.policy is not None else self.policy
+
+    _check_op_types = field_validator("custom_ops")(check_op_types)
 
     @field_validator("inputs")
     @classmethod

@@ -94,3 +94,38 @@ def test_schema_matches_docs_copy() -> None:
     assert json.loads(result.stdout) == json.loads(
         (REPO / "docs" / "recipe.schema.json").read_text()), \
         "docs/recipe.schema.json is stale: run `make docs`"
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+                    reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
+def test_custom_op_recipe(tmp_path: Path) -> None:
+    """A custom op on three backends: ORT's Python kernel, OpenVINO's conversion, TFLite's
+    decomposition, each gated against PyTorch running the op itself (docs/custom-ops.md)."""
+    import importlib.util
+
+    # Found, not imported: onnx2tf raises the test process's recursion limit to INT_MAX.
+    for module, target in (("onnx2tf", "android"), ("openvino", "intel-cpu")):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"the {target} target needs {module} (scripts/setup.sh)")
+    from tests.unit.test_light_imports import loaded_heavy
+
+    out = tmp_path / "out"
+    report = cold_then_cached("recipes/custom-op-attention.yaml", out)
+    measured = {t["name"]: next(g for g in t["gates"] if g["gate"] == "accuracy")
+                for t in report["targets"]}
+    assert set(measured) == {"host-cpu", "intel-cpu", "android"}
+    for target, gate in measured.items():
+        assert gate["status"] == "passed", (target, gate)
+        assert gate["measured"]["samples"] == 2000
+        assert gate["measured"]["max_abs_error"] < 1e-4, target
+        assert gate["measured"]["top1"] >= 80.0 and gate["measured"]["top1_drop"] == 0.0
+    stages = {s["id"]: s for s in report["stages"]}
+    assert stages["export-onnx"]["metadata"]["custom_ops"] == {
+        "edgebuild_demo::local_window_attention": "com.example.research::LocalWindowAttention"}
+    assert "LocalWindowAttention" in stages["compile@host-cpu"]["metadata"]["after"]["ops"]
+    assert "LocalWindowAttention" not in stages["onnx-optimize#2"]["metadata"]["after"]["ops"]
+    # A fully cached run still imports no framework (the kernels are digested, not loaded).
+    code, heavy, output = loaded_heavy(["run", "-q", "recipes/custom-op-attention.yaml",
+                                        "--out", str(out)], cwd=REPO)
+    assert code == 0, output
+    assert heavy == []

@@ -18,7 +18,8 @@ from edgebuild.cache.store import Store
 BASE: dict[str, Any] = {
     "op": "onnx-optimize", "op_version": 1, "params": {"simplifier": "onnxslim"},
     "inputs": {"model": "a" * 64}, "datasets": {"d": "b" * 64}, "source": None,
-    "io": {"inputs": [{"name": "x"}]}, "target": None, "backend": None, "tools": ("onnx",),
+    "custom_ops": None, "io": {"inputs": [{"name": "x"}]}, "target": None, "backend": None,
+    "tools": ("onnx",),
 }
 
 
@@ -32,7 +33,8 @@ def test_key_is_full_sha256_and_stable() -> None:
 @pytest.mark.parametrize("field,value", [
     ("op", "export-onnx"), ("op_version", 2), ("params", {"simplifier": "none"}),
     ("inputs", {"model": "c" * 64}), ("datasets", {"d": "d" * 64}), ("source", "e" * 64),
-    ("io", {"inputs": [{"name": "y"}]}), ("target", "f" * 64), ("tools", ("onnx", "torch")),
+    ("custom_ops", "9" * 64), ("io", {"inputs": [{"name": "y"}]}), ("target", "f" * 64),
+    ("tools", ("onnx", "torch")),
     ("backend", {"name": "onnxruntime", "version": 2}),
 ])
 def test_key_changes_when_any_input_changes(field: str, value: Any) -> None:

@@ -77,6 +77,7 @@ class OnnxRuntimeBackend(Backend):
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnxruntime as ort
 
+        from edgebuild.customops.ort import save_optimized
         from edgebuild.passes.onnx_stats import graph_stats
 
         options = OrtOptions.model_validate(target.options)
@@ -94,8 +95,8 @@ class OnnxRuntimeBackend(Backend):
         if options.graph_optimization_level is GraphLevel.DISABLE:
             shutil.copyfile(model.main, destination)
         else:
-            so.optimized_model_filepath = str(destination)
-            ort.InferenceSession(str(model.main), so, providers=options.execution_providers)
+            # With the custom ops' kernels: ONNX Runtime refuses a node it has none for.
+            save_optimized(so, model.main, destination, options.execution_providers)
         return OpResult(
             main="model.onnx", format="onnx",
             metadata={
@@ -117,13 +118,11 @@ class OrtRunner(Runner):
         self._session: Any = None
 
     def _activate(self) -> None:
-        import onnxruntime as ort
+        from edgebuild.customops.ort import session
 
         # The artifact is already optimized; do not spend time re-optimizing.
         so = session_options(self.options, self.threads)
-        self._session = ort.InferenceSession(
-            str(self.model), so, providers=self.options.execution_providers
-        )
+        self._session = session(self.model, so, self.options.execution_providers)
 
     def _input_metadata(self) -> TensorMeta:
         dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",

@@ -105,7 +105,10 @@ class OpenVinoBackend(Backend):
         model = ctx.input()
         options = OpenVinoOptions.model_validate(target.options)
         if model.format == "onnx":
-            ov_model = ov.convert_model(str(model.main))
+            from edgebuild.customops.openvino import convert_kwargs
+
+            # A custom node is mapped onto OpenVINO ops here, by the recipe's conversion.
+            ov_model = ov.convert_model(str(model.main), **convert_kwargs(model.main))
             ir.name_outputs(ov_model, ir.onnx_output_names(model.main))
             quantization = ir.onnx_quantization(model.main)
         else:  # an IR from `openvino-quantize`: its outputs are named already

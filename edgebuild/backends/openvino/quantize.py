@@ -98,7 +98,9 @@ class OpenVinoQuantize(Op):
         ov = ir.load_openvino()
         nncf = _load_nncf()
         started = time.monotonic()
-        model = ov.convert_model(str(ctx.input().main))
+        from edgebuild.customops.openvino import convert_kwargs
+
+        model = ov.convert_model(str(ctx.input().main), **convert_kwargs(ctx.input().main))
         ir.name_outputs(model, ir.onnx_output_names(ctx.input().main))
         calibration = ctx.dataset(p.dataset)
         common: dict[str, Any] = {

@@ -175,6 +175,12 @@ def check_convertible(model: onnx.ModelProto) -> None:
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx") or node.op_type not in known:
             op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+            if node.domain not in ("", "ai.onnx"):  # a custom node: onnx2tf has no hook
+                raise StageError(
+                    f"onnx2tf cannot convert custom op '{op}' (node "
+                    f"'{node.name or '(unnamed)'}'): TFLite builds need it decomposed",
+                    f"set `kernels.tflite: decompose` on custom op '{node.op_type}' with a "
+                    "`decomposition:` (docs/custom-ops.md)")
             raise StageError(
                 f"onnx2tf cannot convert op '{op}' (node '{node.name or '(unnamed)'}'): "
                 f"it has no converter for it",
