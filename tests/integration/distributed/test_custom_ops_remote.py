@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, edgebuild
-from tests.integration.distributed.test_cluster import hidden_worker, scheduler
+from tests.integration.distributed.test_cluster import hidden_worker
 
 pytest.importorskip("distributed", reason="--cluster needs Dask distributed "
                     "(extra: distributed)")
 pytest.importorskip("openvino", reason="the intel-cpu target needs openvino")
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
-__all__ = ["scheduler"]  # the fixture, used by name
 
 
 @pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
