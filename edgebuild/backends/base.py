@@ -33,6 +33,9 @@ class Runner(ABC):
 
     def __init__(self) -> None:
         self.is_active = False
+        # Set by `activate` when the runner had to run the model another way than the
+        # target asks (a delegate refused it): what ran instead and why, for the report.
+        self.fallback: str | None = None
 
     def activate(self) -> None:
         if self.is_active:
@@ -44,6 +47,10 @@ class Runner(ABC):
         if self.is_active:
             self._deactivate()
             self.is_active = False
+
+    def label(self, where: str) -> str:
+        """`where` a figure comes from, with what ran instead if the runner fell back."""
+        return f"{where}; {self.fallback}" if self.fallback else where
 
     def input_metadata(self) -> TensorMeta:
         self._require_active()

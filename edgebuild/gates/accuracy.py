@@ -40,11 +40,12 @@ class Infer(Op):
         samples = ctx.dataset(params.dataset)
         threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
+            where = runner.label(backend.where(ctx.target, "accuracy"))
             outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
         save_outputs(ctx.out / "outputs.npz", outputs, samples)
         return OpResult(main="outputs.npz", format="outputs",
                         metadata={"samples": len(samples), "dataset": params.dataset,
-                                  "where": backend.where(ctx.target, "accuracy")})
+                                  "where": where})
 
 
 def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None]:

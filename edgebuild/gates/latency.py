@@ -56,11 +56,14 @@ class MeasureLatency(Op):
         on_device = backend.device_latency(ctx.input(), ctx.target, settings)
         if on_device is not None:
             (ctx.out / "latency.json").write_text(json.dumps(on_device, indent=1))
+            if on_device.get("fallback"):
+                where = f"{where}; {on_device['fallback']}"
             return OpResult(main="latency.json", format="latency",
                             metadata={**on_device, "where": where})
         (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
+            where = runner.label(where)
             samples, busy = _timed(lambda: runner.infer(feeds), settings)
             if _too_busy(busy, settings):
                 time.sleep(RETRY_PAUSE_S)  # one more try once the other work may be done

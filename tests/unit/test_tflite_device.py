@@ -354,6 +354,10 @@ if args[:1] == ["shell"]:
         sys.exit(0)
     if args[1].startswith(("rm ", "chmod ")):
         sys.exit(0)
+    if "--use_xnnpack=false" in args[1] and os.environ.get("FAKE_ADB_REPLAY_CPU"):
+        with open(os.environ["FAKE_ADB_REPLAY_CPU"]) as replay:  # builtin kernels run
+            sys.stderr.write(replay.read())
+        sys.exit(0)
     with open(os.environ["FAKE_ADB_REPLAY"]) as replay:
         sys.stderr.write(replay.read())
     sys.exit(int(os.environ.get("FAKE_ADB_EXIT", "0")))
@@ -474,6 +478,36 @@ def test_benchmark_failure_is_a_stage_error_with_the_log(fake_adb: FakeAdb, mode
     assert fake_adb.calls()[-1][3].startswith("rm -f /data/local/tmp/edgebuild_")  # cleaned up
     with pytest.raises(StageError, match="unknown delegate 'npu'"):
         benchmark(model, delegate="npu")
+
+
+XNNPACK_REFUSED = """\
+INFO: Created TensorFlow Lite XNNPACK delegate for CPU.
+ERROR: failed to create XNNPACK runtime
+ERROR: Node number 4 (TfLiteXNNPackDelegate) failed to prepare.
+Failed to apply XNNPACK delegate.
+Benchmarking failed.
+"""
+
+
+def test_a_refused_delegate_falls_back_to_builtin_kernels_when_allowed(
+        fake_adb: FakeAdb, model: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_adb.replays(XNNPACK_REFUSED, exit_code=1)
+    cpu_log = tmp_path / "cpu.txt"
+    cpu_log.write_text(NNAPI_NPU)  # any complete run: the double times nothing
+    monkeypatch.setenv("FAKE_ADB_REPLAY_CPU", str(cpu_log))
+    with pytest.raises(StageError, match="Node number 4"):
+        benchmark(model, delegate="xnnpack")
+    result = benchmark(model, delegate="xnnpack", fallback=True)
+    commands = [c[3] for c in fake_adb.calls() if "--graph=" in c[-1]]
+    assert commands[-2].endswith("--use_xnnpack=true")
+    assert commands[-1].endswith("--use_xnnpack=false")
+    assert result["delegate"] == "cpu" and result["requested_delegate"] == "xnnpack"
+    assert result["fallback"] == (
+        "ran on builtin kernels instead: the xnnpack delegate refused the model (ERROR: "
+        "Node number 4 (TfLiteXNNPackDelegate) failed to prepare.)")
+    assert device.delegate_refusal("Failed to apply NNAPI delegate.") == \
+        "Failed to apply NNAPI delegate."
 
 
 def test_no_phone_no_benchmark(fake_adb: FakeAdb, model: Path) -> None:

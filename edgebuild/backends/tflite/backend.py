@@ -53,6 +53,11 @@ class Delegate(StrEnum):
     CPU = "cpu"
 
 
+class DelegateFallback(StrEnum):
+    BUILTIN = "builtin"  # run on TFLite's builtin kernels, and say so in the figures
+    FAIL = "fail"  # the stage fails, naming the layer the delegate refused
+
+
 class LatencyOn(StrEnum):
     DEVICE = "device"
     HOST = "host"
@@ -77,6 +82,11 @@ class TfliteOptions(BaseModel):
     delegate: Delegate = Field(
         Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
         "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
+    delegate_fallback: DelegateFallback = Field(
+        DelegateFallback.BUILTIN, description="When the delegate refuses the model (XNNPACK: "
+        "an int8 layer whose requantization scale it cannot take, named in the message; on "
+        "a phone, any delegate benchmark_model cannot apply): `builtin` runs TFLite's "
+        "builtin kernels instead and labels every figure with it; `fail` fails the stage.")
     android_api_level: int = Field(
         30, ge=27, le=36, description="Android API level of the device: decides which ops "
         "the NNAPI delegate takes (the coverage table).")
@@ -147,7 +157,8 @@ class TfliteBackend(Backend):
 
         options = TfliteOptions.model_validate(target.options)
         return TfliteRunner(artifact.main, artifact.metadata["io"], threads,
-                            use_xnnpack=options.delegate is not Delegate.CPU)
+                            use_xnnpack=options.delegate is not Delegate.CPU,
+                            fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
 
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         options = TfliteOptions.model_validate(target.options)
@@ -175,7 +186,8 @@ class TfliteBackend(Backend):
         return device.benchmark(
             artifact.main, delegate=options.delegate.value, threads=settings.threads,
             warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
-            serial=options.device_serial, binary=options.benchmark_model)
+            serial=options.device_serial, binary=options.benchmark_model,
+            fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
 
 
 def _same_shape(a: list[Any], b: list[Any]) -> bool:

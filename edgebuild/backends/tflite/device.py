@@ -150,6 +150,9 @@ _PEAK = re.compile(rf"Overall peak memory footprint \(MB\) via periodic monitori
                    rf"(?P<peak>{_NUM})")
 _ACCELERATORS = re.compile(r"NNAPI accelerators available: \[(?P<names>[^\]]*)\]")
 _MODEL_SIZE = re.compile(rf"The input model file size \(MB\): (?P<mb>{_NUM})")
+# A delegate that cannot take the model stops benchmark_model with one of these.
+_REFUSED = re.compile(r"Failed to apply (?P<a>\S+) delegate|Node number (?P<node>\d+) "
+                      r"\((?P<b>TfLite\w*Delegate\w*)\) failed to prepare")
 _ERROR = re.compile(r"\b(?:ERROR|E tflite|Failed to|failed to|Aborted|Segmentation fault)")
 
 
@@ -380,16 +383,43 @@ def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def delegate_refusal(output: str) -> str:
+    """The line of a benchmark_model log where a delegate refused the model, or ''."""
+    for line in output.splitlines():
+        if _REFUSED.search(line):
+            return " ".join(line.split())
+    return ""
+
+
 def benchmark(model: Path, delegate: str = "nnapi", threads: int | None = 4,
               warmup_runs: int = 1, num_runs: int = 50, serial: str | None = None,
               binary: str | Path | None = None, timeout_s: float = 900.0,
-              extra_flags: Sequence[str] = ()) -> dict[str, Any]:
+              extra_flags: Sequence[str] = (), fallback: bool = False) -> dict[str, Any]:
     """Run benchmark_model on the phone; ms statistics, delegation and memory.
 
     `binary`: a host path of an Android benchmark_model to push (else the phone's
     /data/local/tmp/benchmark_model). `extra_flags` go to benchmark_model as given, e.g.
-    ["--nnapi_accelerator_name=google-edgetpu"]. Raises StageError when it cannot run.
+    ["--nnapi_accelerator_name=google-edgetpu"]. `fallback`: when the delegate refuses
+    the model, time the builtin kernels instead and say so in `fallback`. Raises
+    StageError when it cannot run.
     """
+    try:
+        return _benchmark(model, delegate, threads, warmup_runs, num_runs, serial, binary,
+                          timeout_s, extra_flags)
+    except StageError as err:
+        refusal = delegate_refusal(err.message)
+        if not (fallback and refusal and delegate != DeviceDelegate.CPU.value):
+            raise
+    result = _benchmark(model, DeviceDelegate.CPU.value, threads, warmup_runs, num_runs,
+                        serial, binary, timeout_s, extra_flags)
+    return {**result, "requested_delegate": delegate,
+            "fallback": f"ran on builtin kernels instead: the {delegate} delegate refused "
+                        f"the model ({refusal})"}
+
+
+def _benchmark(model: Path, delegate: str, threads: int | None, warmup_runs: int,
+               num_runs: int, serial: str | None, binary: str | Path | None,
+               timeout_s: float, extra_flags: Sequence[str]) -> dict[str, Any]:
     try:
         chosen = DeviceDelegate(delegate)
     except ValueError as err:

@@ -11,7 +11,10 @@ the timed call, as it would be in an app that receives NCHW float data.
 XNNPACK is TFLite's default CPU delegate and is applied here with the
 profile's thread count (`delegate: cpu` turns it off to time the builtin
 kernels). NNAPI and GPU delegates exist only on a phone: on the host the
-model runs on XNNPACK and every figure is labelled a host figure.
+model runs on XNNPACK and every figure is labelled a host figure. When XNNPACK
+refuses the model (xnnpack.py says which layer and why), the runner either runs
+the builtin kernels and records that in `fallback` (`delegate_fallback: builtin`)
+or fails naming the layer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
+from edgebuild.errors import StageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,26 +31,45 @@ if TYPE_CHECKING:
 
 class TfliteRunner(Runner):
     def __init__(self, model: Path, io: dict[str, Any], threads: int | None,
-                 use_xnnpack: bool) -> None:
+                 use_xnnpack: bool, fallback: bool = True) -> None:
         super().__init__()
         self.model = model
         self.io = io  # from the compile stage's metadata: see backend._io_spec
         self.threads = threads
         self.use_xnnpack = use_xnnpack
+        self.allow_fallback = fallback
         self._interpreter: Any = None
         self._inputs: list[dict[str, Any]] = []
         self._outputs: list[dict[str, Any]] = []
 
     def _activate(self) -> None:
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        from edgebuild.backends.tflite import xnnpack
 
-        resolver = (OpResolverType.AUTO if self.use_xnnpack
-                    else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-        self._interpreter = Interpreter(model_path=str(self.model), num_threads=self.threads,
-                                        experimental_op_resolver_type=resolver)
-        self._interpreter.allocate_tensors()
+        try:
+            self._interpreter = self._load(self.use_xnnpack)
+        except (RuntimeError, ValueError) as exc:
+            if not (self.use_xnnpack and xnnpack.is_refusal(exc)):
+                raise
+            why = xnnpack.explain(exc, self.model)
+            if not self.allow_fallback:
+                raise StageError(why, "set the target's `delegate_fallback: builtin` to run "
+                                 "TFLite's builtin kernels instead, or `delegate: cpu`; or "
+                                 "keep that layer float (its calibration range is far "
+                                 "narrower than its weights)") from None
+            self._interpreter = self._load(use_xnnpack=False)
+            self.fallback = f"ran on builtin kernels instead: {why}"
         self._inputs = list(self.io["inputs"])
         self._outputs = list(self.io["outputs"])
+
+    def _load(self, use_xnnpack: bool) -> Any:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = (OpResolverType.AUTO if use_xnnpack
+                    else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        interpreter = Interpreter(model_path=str(self.model), num_threads=self.threads,
+                                  experimental_op_resolver_type=resolver)
+        interpreter.allocate_tensors()  # where XNNPACK creates its runtime, or refuses
+        return interpreter
 
     def _input_metadata(self) -> TensorMeta:
         return {t["name"]: (tuple(t["shape"]), "float32") for t in self._inputs}
