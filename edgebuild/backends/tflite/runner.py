@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
+from edgebuild.errors import ShapeError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +51,47 @@ class TfliteRunner(Runner):
 
     def _input_metadata(self) -> TensorMeta:
         return {t["name"]: (tuple(t["shape"]), "float32") for t in self._inputs}
+
+    def _reshape(self, shapes: dict[str, list[int]]) -> None:
+        """The model is pinned at the example shape (onnx-to-tf): resize its inputs with
+        `resize_tensor_input` + `allocate_tensors` and run once. onnx2tf often bakes the
+        example size into Reshape constants, so the run can refuse; that is a
+        ShapeError naming the input, not the interpreter's traceback."""
+        import numpy as np
+
+        interpreter = self._interpreter
+        resized = []
+        for tensor in self._inputs:
+            if tensor["name"] not in shapes:
+                continue
+            shape = list(shapes[tensor["name"]])
+            model_shape = [shape[p] for p in tensor["perm"]] if tensor["perm"] else shape
+            resized.append({**tensor, "shape": shape})
+            try:
+                interpreter.resize_tensor_input(tensor["index"], model_shape, strict=False)
+            except Exception as exc:
+                raise self._refused(tensor["name"], shape, exc) from exc
+        names = sorted(shapes)
+        try:
+            interpreter.allocate_tensors()
+            for tensor in resized:
+                zeros = np.zeros(tensor["shape"], dtype=np.float32)
+                interpreter.set_tensor(tensor["index"], to_model(zeros, tensor))
+            interpreter.invoke()
+        except Exception as exc:
+            raise self._refused(", ".join(names), shapes, exc) from exc
+        by_name = {t["name"]: t for t in resized}
+        self._inputs = [by_name.get(t["name"], t) for t in self._inputs]
+
+    @staticmethod
+    def _refused(name: str, shape: Any, exc: Exception) -> ShapeError:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return ShapeError(
+            f"the TFLite model is pinned at the example shape and cannot be resized for "
+            f"input '{name}' to {shape}: {first}",
+            "onnx2tf baked the example size into the graph (a Reshape constant); time this "
+            "target at the example shape only (remove the size from `shapes:`), or build "
+            "one target per size")
 
     def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         interpreter = self._interpreter
