@@ -50,7 +50,7 @@ class TfliteRunner(Runner):
         self._outputs = list(self.io["outputs"])
 
     def _input_metadata(self) -> TensorMeta:
-        return {t["name"]: (tuple(t["shape"]), "float32") for t in self._inputs}
+        return {t["name"]: (tuple(recipe_shape(t)), "float32") for t in self._inputs}
 
     def _reshape(self, shapes: dict[str, list[int]]) -> None:
         """The model is pinned at the example shape (onnx-to-tf): resize its inputs with
@@ -66,7 +66,7 @@ class TfliteRunner(Runner):
                 continue
             shape = list(shapes[tensor["name"]])
             model_shape = [shape[p] for p in tensor["perm"]] if tensor["perm"] else shape
-            resized.append({**tensor, "shape": shape})
+            resized.append({**tensor, "shape": shape, "model_shape": model_shape})
             try:
                 interpreter.resize_tensor_input(tensor["index"], model_shape, strict=False)
             except Exception as exc:
@@ -103,6 +103,15 @@ class TfliteRunner(Runner):
 
     def _deactivate(self) -> None:
         self._interpreter = None
+
+
+def recipe_shape(tensor: dict[str, Any]) -> list[int]:
+    """The input's shape in the recipe's layout, from the model's own (fixed) shape: the
+    ONNX-side shape may still name a dynamic axis that the conversion pinned."""
+    perm, model_shape = tensor["perm"], tensor.get("model_shape")
+    if model_shape is None:
+        return list(tensor["shape"])
+    return [model_shape[perm.index(i)] for i in range(len(perm))] if perm else list(model_shape)
 
 
 def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
