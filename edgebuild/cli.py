@@ -362,8 +362,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if verdict.regressed:
             worst = ExitCode.GATE_FAILED
     for name, report in (("base", base), ("head", head)):
-        loads = {g.target: g.details.get("conditions", {}).get("load_average")
-                 for g in report.gates if g.gate == "latency"}
+        loads = {g.target + g.gate.removeprefix("latency"):
+                 g.details.get("conditions", {}).get("load_average")
+                 for g in report.gates if g.is_latency}
         print(f"  {name} load average at measurement: {loads}")
     return worst
 

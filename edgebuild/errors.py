@@ -123,6 +123,11 @@ class StageError(EdgebuildError):
     exit_code = ExitCode.STAGE_FAILED
 
 
+class ShapeError(StageError):
+    """A compiled artifact cannot run at a shape profile's input shapes (a dimension fixed
+    in the artifact, a converter that baked a shape into the graph)."""
+
+
 class GateFailed(EdgebuildError):
     """At least one gate did not pass."""
 

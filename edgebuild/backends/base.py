@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from edgebuild.core.datasets import dataset_names
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
-from edgebuild.errors import DataError
+from edgebuild.errors import DataError, ShapeError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,6 +55,34 @@ class Runner(ABC):
     def input_metadata(self) -> TensorMeta:
         self._require_active()
         return self._input_metadata()
+
+    def reshape(self, shapes: dict[str, list[int]]) -> None:
+        """Get ready for inputs of these shapes (a shape profile, edgebuild/core/shapes.py).
+
+        Nothing to do when every input's dimensions are dynamic or already equal;
+        otherwise the backend's `_reshape` resizes the model, or raises ShapeError
+        naming the input it cannot resize.
+        """
+        from edgebuild.core.shapes import fits
+
+        self._require_active()
+        current = self._input_metadata()
+        unknown = sorted(set(shapes) - set(current))
+        if unknown:
+            raise ShapeError(f"shape profile names inputs {unknown} the model does not have",
+                             f"model inputs: {', '.join(current)}")
+        wanted = {n: list(s) for n, s in shapes.items() if not fits(current[n][0], list(s))}
+        if wanted:
+            self._reshape(wanted)
+
+    def _reshape(self, shapes: dict[str, list[int]]) -> None:
+        """Resize the loaded model's inputs; the default says it cannot."""
+        name, shape = next(iter(shapes.items()))
+        fixed = list(self._input_metadata()[name][0])
+        raise ShapeError(f"input '{name}' is fixed at {fixed} in this artifact and "
+                         f"{type(self).__name__} cannot resize it to {shape}",
+                         "keep the dimension dynamic in the artifact, or remove this size "
+                         "from `shapes:`")
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once. Checks that input names, ranks and dtypes match the model."""

@@ -37,10 +37,12 @@ class NoParams(BaseModel):
 
 @dataclass(frozen=True)
 class IoSpec:
-    """The recipe's declared model inputs (name, shape, dtype, dynamic_axes) and outputs."""
+    """The recipe's declared model inputs (name, shape, dtype, dynamic_axes), outputs and
+    shape profiles (`shapes:`, resolved by edgebuild.core.shapes.io_profiles)."""
 
     inputs: list[dict[str, Any]]
     outputs: list[str]
+    shapes: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 _UNDECLARED_HINT = ("a params field that names a recipe dataset must be typed DatasetRef "

@@ -39,7 +39,8 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
     op = load_op(spec["op"])()
     params = op.Params.model_validate(spec["params"])
     target = spec.get("target")
-    io = IoSpec(inputs=spec["io"]["inputs"], outputs=spec["io"]["outputs"])
+    io = IoSpec(inputs=spec["io"]["inputs"], outputs=spec["io"]["outputs"],
+                shapes=spec["io"].get("shapes", {}))
     recipe_dir = Path(spec["recipe_dir"])
     ctx = StageContext(
         stage_id=spec["stage_id"],
@@ -71,9 +72,11 @@ def context_from_recipe(stage_id: str, inputs: dict[str, Artifact], out: Path,
     """A context with the whole recipe declared: for scripts, benchmarks and tests that
     run one op directly, outside a plan (a planned stage gets only what it declared).
 
-    `recipe` is plain data with `inputs`, `outputs` and optionally `model` and `datasets`.
+    `recipe` is plain data with `inputs`, `outputs` and optionally `shapes`, `model` and
+    `datasets`.
     """
-    io = IoSpec(inputs=recipe["inputs"], outputs=recipe["outputs"])
+    io = IoSpec(inputs=recipe["inputs"], outputs=recipe["outputs"],
+                shapes=recipe.get("shapes", {}))
     return StageContext(
         stage_id=stage_id, out=out, io=io, recipe_dir=recipe_dir, target=target,
         artifacts=dict(inputs),

@@ -41,6 +41,8 @@ class Infer(Op):
         threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             where = runner.label(backend.where(ctx.target, "accuracy"))
+            if len(samples):  # a dataset at another size than the example: resize first
+                runner.reshape({n: list(a.shape) for n, a in samples.feed(0).items()})
             outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
         save_outputs(ctx.out / "outputs.npz", outputs, samples)
         return OpResult(main="outputs.npz", format="outputs",

@@ -1,7 +1,8 @@
 """compare-latency: the baseline's artifact and this build's, timed interleaved.
 
 Planned only for `edgebuild run --baseline REPORT`; see regression.py for why
-both must be measured in the same process.
+both must be measured in the same process. With shape profiles, each profile is
+timed as its own pair (the regression gate decides per profile).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import OpResult, StageContext
-from edgebuild.gates.latency import InterleavedTiming
+from edgebuild.core.shapes import EXAMPLE, io_profiles
+from edgebuild.gates.latency import InterleavedTiming, refused
 from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
@@ -51,14 +53,26 @@ class CompareLatency(InterleavedTiming):
         settings = ctx.target.measure
         baseline = Artifact(key="baseline", format=p.format, path=Path(p.path), files={},
                             sizes={}, metadata={**p.runner_metadata, "main": p.main})
-        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
+        rows: dict[str, dict[str, Any]] = {}
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
-            base, head = time_pair(lambda: base_runner.infer(feeds),
-                                             lambda: head_runner.infer(feeds), settings)
-        np.save(ctx.out / "baseline_ms.npy", base)
-        np.save(ctx.out / "candidate_ms.npy", head)
-        return self.finish(ctx, "comparison.json",
-                           {"blocks": len(base), "baseline_p50": float(np.median(base)),
-                            "candidate_p50": float(np.median(head))}, before)
+            for profile, shapes in io_profiles(ctx.io).items():
+                (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+                if ctx.io.shapes:
+                    try:
+                        for runner in (base_runner, head_runner):
+                            runner.reshape(shapes)
+                            runner.infer(feeds)
+                    except Exception:
+                        rows[profile] = refused(shapes)
+                        continue
+                base, head = time_pair(lambda: base_runner.infer(feeds),  # noqa: B023
+                                       lambda: head_runner.infer(feeds), settings)  # noqa: B023
+                suffix = f"-{profile}" if ctx.io.shapes else ""
+                np.save(ctx.out / f"baseline_ms{suffix}.npy", base)
+                np.save(ctx.out / f"candidate_ms{suffix}.npy", head)
+                rows[profile] = {"blocks": len(base), "baseline_p50": float(np.median(base)),
+                                 "candidate_p50": float(np.median(head))}
+        summary = {"profiles": rows} if ctx.io.shapes else rows[EXAMPLE]
+        return self.finish(ctx, "comparison.json", summary, before)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.accuracy import accuracy_metrics
+from edgebuild.gates.latency import samples_file
 from edgebuild.gates.noisy import too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.plan.planner import TargetStages
@@ -50,13 +52,16 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
     go into the latency gate's details (for `edgebuild compare`)."""
     results = []
     named = len(gates.accuracy_gates) > 1
+    several = len(gates.accuracy_datasets) > 1
     for gate in gates.accuracy_gates:
-        name = f"accuracy[{gate.output}]" if named else "accuracy"
+        # accuracy, accuracy[<output>], or with several datasets accuracy[<dataset>:<output>]
+        label = ":".join(p for p in (gate.dataset if several else None, gate.output) if p)
+        name = f"accuracy[{label or gate.dataset}]" if named else "accuracy"
         results.append(_accuracy(target, name, gate, stages, execution, policy))
     if gates.latency is not None:
-        results.append(_latency(target, gates.latency, stages, execution, policy, keep_samples))
+        results.extend(_latency(target, gates.latency, stages, execution, policy, keep_samples))
         if stages.compare is not None:
-            results.append(_regression(target, gates.latency, stages, execution, policy))
+            results.extend(_regression(target, gates.latency, stages, execution, policy))
     if gates.size is not None:
         compiled = execution.runs.get(stages.compiled)
         if compiled is None or compiled.artifact is None:
@@ -96,8 +101,8 @@ def _blocked(target: str, gate: str, run: StageRun | None, policy: Policy) -> Ga
 
 def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
               execution: ExecutionResult, policy: Policy) -> GateResult:
-    infer = execution.runs.get(stages.infer or "")
-    reference = execution.runs.get(stages.reference or "")
+    infer = execution.runs.get(stages.infers.get(gate.dataset, ""))
+    reference = execution.runs.get(stages.references.get(gate.dataset, ""))
     for run in (reference, infer):
         blocked = _blocked(target, name, run, policy)
         if blocked is not None:
@@ -172,33 +177,85 @@ def _explain(layers: dict[str, Any]) -> str:
 
 def _latency(target: str, gate: LatencyGate, stages: TargetStages,
              execution: ExecutionResult, policy: Policy, keep_samples: bool = True
-             ) -> GateResult:
+             ) -> list[GateResult]:
+    """One result, `latency`; with shape profiles one per profile, `latency[<profile>]`."""
     run = execution.runs.get(stages.latency or "")
     blocked = _blocked(target, "latency", run, policy)
     if blocked is not None:
-        return blocked
+        return [blocked]
     assert run and run.artifact
-    samples = run.artifact.path / "samples_ms.npy"
-    return _latency_from_stats(target, gate, run.artifact.metadata, policy,
-                               samples if keep_samples and samples.is_file() else None)
+    stats = run.artifact.metadata
+    if "profiles" not in stats:
+        samples = run.artifact.path / "samples_ms.npy"
+        budget = gate.budget_for(EXAMPLE)
+        assert budget is not None  # the loader checks every profile has one
+        return [_latency_from_stats(target, gate, stats, policy,
+                                    samples if keep_samples and samples.is_file() else None,
+                                    budget=budget)]
+    results = []
+    for profile, row in stats["profiles"].items():
+        name = f"latency[{profile}]"
+        budget = gate.budget_for(profile)
+        assert budget is not None
+        if "error" in row or "unmeasurable" in row:
+            results.append(_profile_refused(target, name, profile, row, budget, policy))
+            continue
+        samples = run.artifact.path / samples_file(profile)
+        result = _latency_from_stats(
+            target, gate, {**row, "where": stats.get("where", "")}, policy,
+            samples if keep_samples and samples.is_file() else None, budget=budget,
+            name=name)
+        result.details["profile"] = profile
+        result.details["shapes"] = row.get("shapes", {})
+        result.message = f"{profile} {_shapes_text(row.get('shapes', {}))}: {result.message}"
+        results.append(result)
+    return results
+
+
+def _shapes_text(shapes: dict[str, list[int]]) -> str:
+    return "(" + ", ".join(f"{n} {'×'.join(map(str, s))}" for n, s in shapes.items()) + ")"
+
+
+def _profile_refused(target: str, name: str, profile: str, row: dict[str, Any],
+                     budget: float, policy: Policy) -> GateResult:
+    """A profile the artifact cannot run at fails (what it was built for excludes it); one
+    this machine cannot time is unmeasurable (the policy decides)."""
+    details = {"profile": profile, "shapes": row.get("shapes", {})}
+    if "unmeasurable" in row:
+        return GateResult(
+            target=target, gate=name, status=GateStatus.UNMEASURABLE,
+            counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL,
+            limits={"budget_ms": budget}, details=details,
+            message=f"{profile}: {row['unmeasurable']} (policy.unmeasurable: "
+                    f"{policy.unmeasurable.value})")
+    hint = f" ({row['hint']})" if row.get("hint") else ""
+    return GateResult(
+        target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
+        limits={"budget_ms": budget}, details={**details, "error": row["error"]},
+        message=f"{profile} {_shapes_text(row.get('shapes', {}))}: cannot run at this "
+                f"profile's shapes: {row['error']}{hint}")
 
 
 def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
-                        policy: Policy, samples: Path | None = None) -> GateResult:
-    """The verdict from a measure-latency stage's statistics (`samples`: to keep some)."""
+                        policy: Policy, samples: Path | None = None, *,
+                        budget: float | None = None, name: str = "latency") -> GateResult:
+    """The verdict from a measure-latency stage's statistics (`samples`: to keep some);
+    `budget`: a shape profile's (default: the gate's one budget)."""
+    budget = gate.budget_for(EXAMPLE) if budget is None else budget
+    assert budget is not None
     key = f"p{gate.percentile}"
     where = f" ({stats['where']})" if stats.get("where") else ""
-    limits = {"budget_ms": gate.budget_ms, "percentile": gate.percentile}
+    limits = {"budget_ms": budget, "percentile": gate.percentile}
     if stats.get(key) is None:  # a device tool's own statistics (e.g. TFLite benchmark_model)
         return _device_latency(target, gate, stats, limits, where, policy)
     value = float(stats[key])
     low, high = stats.get(f"{key}_ci95") or (value, value)  # a device tool gives no interval
-    ok = value <= gate.budget_ms
+    ok = value <= budget
     note = ""
-    if ok and high > gate.budget_ms:
+    if ok and high > budget:
         note = " (its 95 % interval reaches past the budget: close to the limit)"
     message = (f"{key} {value:.3f} ms [95 % CI {low:.3f}–{high:.3f}] over {stats['n']} runs, "
-               f"budget {gate.budget_ms:g} ms{note}{where}")
+               f"budget {budget:g} ms{note}{where}")
     status, fails = _status(ok), not ok
     details: dict[str, Any] = {}
     noisy = (too_noisy(stats.get("conditions", {}), gate.max_load)
@@ -211,7 +268,7 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
                    f"{gate.max_load:g}, re-run on a quieter machine "
                    f"(policy.undecided: {policy.undecided.value})")
     return GateResult(
-        target=target, gate="latency", status=status, counts_as_failure=fails,
+        target=target, gate=name, status=status, counts_as_failure=fails,
         measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")
                   if stats.get(k) is not None},
         limits=limits,
@@ -251,27 +308,50 @@ def _subsample(path: Path, keep: int = 2000) -> list[float]:
 
 
 def _regression(target: str, gate: LatencyGate, stages: TargetStages,
-                execution: ExecutionResult, policy: Policy) -> GateResult:
+                execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+    """One result, `regression`; with shape profiles one per profile."""
+    run = execution.runs.get(stages.compare or "")
+    blocked = _blocked(target, "regression", run, policy)
+    if blocked is not None:
+        return [blocked]
+    assert run and run.artifact
+    stats = run.artifact.metadata
+    if "profiles" not in stats:
+        return [_compared(target, "regression", gate, run.artifact.path, "", stats, policy)]
+    results = []
+    for profile, row in stats["profiles"].items():
+        name = f"regression[{profile}]"
+        if "error" in row:
+            results.append(GateResult(
+                target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
+                details={"profile": profile, "error": row["error"]},
+                message=f"{profile}: cannot compare at this profile's shapes: {row['error']}"))
+            continue
+        result = _compared(target, name, gate, run.artifact.path, f"-{profile}",
+                           {**row, "conditions": stats.get("conditions")}, policy)
+        result.details["profile"] = profile
+        result.message = f"{profile}: {result.message}"
+        results.append(result)
+    return results
+
+
+def _compared(target: str, name: str, gate: LatencyGate, folder: Path, suffix: str,
+              stats: dict[str, Any], policy: Policy) -> GateResult:
     import numpy as np
 
     from edgebuild.gates.regression import decide
 
-    run = execution.runs.get(stages.compare or "")
-    blocked = _blocked(target, "regression", run, policy)
-    if blocked is not None:
-        return blocked
-    assert run and run.artifact
-    verdict = decide(np.load(run.artifact.path / "baseline_ms.npy"),
-                     np.load(run.artifact.path / "candidate_ms.npy"),
+    verdict = decide(np.load(folder / f"baseline_ms{suffix}.npy"),
+                     np.load(folder / f"candidate_ms{suffix}.npy"),
                      gate.max_regression_pct / 100)
     status = {"regression": GateStatus.FAILED, "ok": GateStatus.PASSED,
               "undecided": GateStatus.UNDECIDED}[verdict.decision]
     return GateResult(
-        target=target, gate="regression", status=status,
+        target=target, gate=name, status=status,
         counts_as_failure=verdict.regressed or (status is GateStatus.UNDECIDED
                                                 and policy.undecided is Undecided.FAIL),
-        measured={"ratio": verdict.ratio, "baseline_p50": run.artifact.metadata["baseline_p50"],
-                  "candidate_p50": run.artifact.metadata["candidate_p50"]},
+        measured={"ratio": verdict.ratio, "baseline_p50": stats["baseline_p50"],
+                  "candidate_p50": stats["candidate_p50"]},
         limits={"max_regression_pct": gate.max_regression_pct},
-        details={**verdict.to_json(), "conditions": run.artifact.metadata.get("conditions")},
+        details={**verdict.to_json(), "conditions": stats.get("conditions")},
         message=verdict.sentence())

@@ -1,6 +1,8 @@
 """measure-latency: the documented latency protocol (docs/gates.md).
 
-1. Load the artifact with the profile's thread count; feed one seeded input.
+1. Load the artifact with the profile's thread count; feed one seeded input of each
+   shape profile's shapes (edgebuild/core/shapes.py; without `shapes:` one profile,
+   the declared example shapes), resizing the artifact between profiles.
 2. Warm up for `warmup_iterations` runs (caches, allocator, JIT paths), discarded.
 3. Time single runs with perf_counter_ns until *both* `min_iterations` runs and
    `min_seconds` have passed (or `max_iterations`): edgebuild/measure/timing.py,
@@ -20,13 +22,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
+from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.core.target import Target
+from edgebuild.errors import EdgebuildError
 from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from edgebuild.backends.base import Runner
 
 
 class MeasureLatency(Op):
@@ -47,45 +53,101 @@ class MeasureLatency(Op):
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format="latency", unmeasurable=reason)
-        import numpy as np
-
-        from edgebuild.measure.stats import summarize
-
         settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
         on_device = backend.device_latency(ctx.input(), ctx.target, settings)
         if on_device is not None:
+            if ctx.io.shapes:  # a device's own tool times the artifact as it was built
+                on_device = {"where": where, "profiles": {profile: {"unmeasurable": (
+                    "not measurable here: the device's own benchmark tool times the artifact "
+                    "at its built shape only, not at this profile's")}
+                    for profile in io_profiles(ctx.io)}}
             (ctx.out / "latency.json").write_text(json.dumps(on_device, indent=1))
             if on_device.get("fallback"):
                 where = f"{where}; {on_device['fallback']}"
             return OpResult(main="latency.json", format="latency",
                             metadata={**on_device, "where": where})
-        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
-        before = conditions(settings.threads)
+        profiles = io_profiles(ctx.io)
+        rows: dict[str, dict[str, Any]] = {}
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
             where = runner.label(where)
-            samples, busy = _timed(lambda: runner.infer(feeds), settings)
-            if _too_busy(busy, settings):
-                time.sleep(RETRY_PAUSE_S)  # one more try once the other work may be done
-                samples, busy = _timed(lambda: runner.infer(feeds), settings)
-        after = conditions(settings.threads)
-        if _too_busy(busy, settings):
-            assert busy is not None
-            return OpResult(main="", format="latency", unmeasurable=(
-                f"not measurable here: other processes used {busy:.0%} of the CPU while "
-                f"timing, twice (limit {settings.max_busy_share:.0%}, measure.max_busy_share); "
-                "the figure would time them, not the model. Re-run on a quieter machine"))
-        np.save(ctx.out / "samples_ms.npy", samples)
-        summary = summarize(samples)
-        summary["conditions"] = {**before, "load_average_after": after["load_average"],
-                                 "others_busy_share": busy,
-                                 "settings": settings.model_dump()}
-        summary["where"] = where
+            for profile, shapes in profiles.items():
+                row = _profile(ctx, runner, shapes, settings)
+                if "busy" in row:
+                    return OpResult(main="", format="latency", unmeasurable=(
+                        f"not measurable here: other processes used {row['busy']:.0%} of the "
+                        f"CPU while timing, twice (limit {settings.max_busy_share:.0%}, "
+                        "measure.max_busy_share); the figure would time them, not the model. "
+                        "Re-run on a quieter machine"))
+                rows[profile] = row
+        if not ctx.io.shapes:  # one profile, the example shapes: the figures as they always were
+            import numpy as np
+
+            row = rows[EXAMPLE]
+            samples = row.pop("samples")
+            row.pop("shapes")
+            np.save(ctx.out / "samples_ms.npy", samples)
+            summary = {**row, "where": where}
+        else:
+            summary = {"where": where, "profiles": {}}
+            for profile, row in rows.items():
+                if "samples" in row:
+                    import numpy as np
+
+                    np.save(ctx.out / samples_file(profile), row.pop("samples"))
+                summary["profiles"][profile] = row
         (ctx.out / "latency.json").write_text(json.dumps(summary, indent=1))
         return OpResult(main="latency.json", format="latency", metadata=summary)
 
 
+def samples_file(profile: str) -> str:
+    """The samples of one declared shape profile (names are folder-safe: SAFE_NAME)."""
+    return f"samples_ms-{profile}.npy"
+
+
+def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
+             settings: MeasureSettings) -> dict[str, Any]:
+    """One profile's statistics and samples; `{"error": ...}` when the artifact cannot run
+    at its shapes, `{"busy": share}` when other processes took the CPU, twice."""
+    from edgebuild.measure.stats import summarize
+
+    (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+    try:
+        runner.reshape(shapes)
+        runner.infer(feeds)  # a converter's baked-in shape fails here, not mid-timing
+    except Exception:
+        if not ctx.io.shapes:
+            raise  # the declared shapes themselves: the stage fails as it always did
+        return refused(shapes)
+    before = conditions(settings.threads)
+    samples, busy = _timed(lambda: runner.infer(feeds), settings)
+    if _too_busy(busy, settings):
+        time.sleep(RETRY_PAUSE_S)  # one more try once the other work may be done
+        samples, busy = _timed(lambda: runner.infer(feeds), settings)
+    if _too_busy(busy, settings):
+        return {"busy": busy}
+    after = conditions(settings.threads)
+    summary = summarize(samples)
+    summary["conditions"] = {**before, "load_average_after": after["load_average"],
+                             "others_busy_share": busy, "settings": settings.model_dump()}
+    return {**summary, "shapes": shapes, "samples": samples}
+
+
 RETRY_PAUSE_S = 5.0
+
+
+def refused(shapes: dict[str, list[int]]) -> dict[str, Any]:
+    """The row of a profile the artifact cannot run at: the exception being handled,
+    ours (ShapeError names the input) or the runtime's own (its first line)."""
+    import sys
+
+    exc = sys.exc_info()[1]
+    if isinstance(exc, EdgebuildError):
+        return {"shapes": shapes, "error": exc.message, "hint": exc.hint}
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return {"shapes": shapes, "error": f"the artifact fails at shapes {shapes}: {first}",
+            "hint": "keep the dimension dynamic in the artifact, or remove this size from "
+            "`shapes:` (docs/recipes.md#shape-profiles)"}
 
 
 def _timed(run: Any, settings: MeasureSettings) -> tuple[np.ndarray, float | None]:

@@ -30,5 +30,10 @@ class GateResult(BaseModel):
         return not self.counts_as_failure
 
     @property
+    def is_latency(self) -> bool:
+        """`latency`, or one shape profile's `latency[<profile>]`."""
+        return self.gate == "latency" or self.gate.startswith("latency[")
+
+    @property
     def name(self) -> str:
         return f"{self.target}.{self.gate}"

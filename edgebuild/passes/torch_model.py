@@ -59,8 +59,10 @@ def load_stage_model(ctx: Any) -> Any:
     return torch.load(ctx.input().main, map_location="cpu", weights_only=False).eval()
 
 
-def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int) -> list[dict[str, Any]]:
-    """Seeded random inputs of the declared shapes and dtypes, as numpy arrays."""
+def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int,
+                  shapes: dict[str, list[int]] | None = None) -> list[dict[str, Any]]:
+    """Seeded random inputs of the declared shapes and dtypes, as numpy arrays;
+    `shapes` (a shape profile, input -> shape) replaces the declared shapes."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -68,9 +70,10 @@ def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int) -> list[
     for _ in range(count):
         feeds = {}
         for t in tensors:
+            shape = (shapes or {}).get(t["name"], t["shape"])
             if t["dtype"].startswith("float"):
-                feeds[t["name"]] = rng.standard_normal(t["shape"]).astype(t["dtype"])
+                feeds[t["name"]] = rng.standard_normal(shape).astype(t["dtype"])
             else:
-                feeds[t["name"]] = rng.integers(0, 10, t["shape"]).astype(t["dtype"])
+                feeds[t["name"]] = rng.integers(0, 10, shape).astype(t["dtype"])
         out.append(feeds)
     return out

@@ -60,8 +60,10 @@ class TargetStages:
     compiled: str  # for a search target: its select stage (the winner is known only later)
     device_build: str | None = None  # what the device runs, built there (builds_on_device)
     chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
-    reference: str | None = None
-    infer: str | None = None
+    # accuracy dataset -> its FP32 `reference` stage / the artifact's `infer` stage
+    # (one pair per dataset the accuracy gates read, shared by the gates on it)
+    references: dict[str, str] = field(default_factory=dict)
+    infers: dict[str, str] = field(default_factory=dict)
     latency: str | None = None
     compare: str | None = None  # A/B latency against a baseline artifact
     search: SearchStages | None = None
@@ -289,12 +291,12 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     runs = compiled  # what latency times: the compiled artifact, or the device's build of it
     if backend.builds_on_device:
         runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name)
-    if gates.accuracy_gates:
-        dataset = gates.accuracy_gates[0].dataset  # one per target (Gates checks it)
-        stages.reference = b.add("reference", {"dataset": dataset},
-                                 {"model": source} if source else {}, uses_source=True)
-        stages.infer = b.add("infer", {"dataset": dataset}, {"model": compiled}, name,
-                             measures=True)
+    for dataset in gates.accuracy_datasets:  # each inferred once, whatever checks it
+        stages.references[dataset] = b.add("reference", {"dataset": dataset},
+                                           {"model": source} if source else {},
+                                           uses_source=True)
+        stages.infers[dataset] = b.add("infer", {"dataset": dataset}, {"model": compiled},
+                                       name, measures=True)
     if gates.latency is not None or always_latency:
         stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True)
         if baseline is not None:
@@ -337,5 +339,6 @@ def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
 
 
 def candidate_ids(stages: TargetStages) -> list[str]:
-    ids = [*stages.chain, stages.compiled, stages.device_build, stages.infer, stages.latency]
+    ids = [*stages.chain, stages.compiled, stages.device_build, *stages.infers.values(),
+           stages.latency]
     return [s for s in ids if s]

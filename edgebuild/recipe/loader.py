@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from edgebuild.core.datasets import dataset_refs
 from edgebuild.core.profile import MeasureSettings
+from edgebuild.core.shapes import EXAMPLE, axis_names
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
 from edgebuild.recipe.common import MeasureOverrides
@@ -130,6 +131,7 @@ class _CrossCheck:
                       "and this recipe's model is an ONNX file",
                       "give `model.factory`, or remove `custom_ops:`")
         self._passes(self.recipe.passes, ("passes",))
+        self._shapes()
         inputs = [t.name for t in self.recipe.inputs]
         for name, dataset in self.recipe.datasets.items():
             if dataset.input is not None and dataset.input not in inputs:
@@ -145,6 +147,7 @@ class _CrossCheck:
                 continue
             self._passes(entry.passes, (*loc, "passes"))
             self._accuracy(entry.gates, (*loc, "gates", "accuracy"))
+            self._budgets(entry.gates, (*loc, "gates", "latency", "budget_ms"))
             profile_name = entry.profile or name
             loaded = self.profiles.get(profile_name)
             if loaded is None:
@@ -163,6 +166,45 @@ class _CrossCheck:
                 for candidate in self._search(name, entry, loaded, target):
                     targets[candidate.target_name] = self._candidate_info(candidate, target)
         return targets
+
+    def _shapes(self) -> None:
+        """Dynamic axes exist in their input; each profile binds only declared axis names."""
+        for index, tensor in enumerate(self.recipe.inputs):
+            for axis in tensor.dynamic_axes:
+                if not 0 <= axis < len(tensor.shape):
+                    self._add(("inputs", str(index), "dynamic_axes", str(axis)),
+                              f"input '{tensor.name}' has {len(tensor.shape)} dimensions, so "
+                              f"it has no axis {axis}",
+                              f"axes are 0..{len(tensor.shape) - 1} of `shape: {tensor.shape}`")
+        names = axis_names([t.model_dump() for t in self.recipe.inputs])
+        for profile, sizes in self.recipe.shapes.items():
+            for bound in sizes:
+                if bound not in names:
+                    self._add(("shapes", profile, bound),
+                              f"shape profile '{profile}' binds '{bound}', which no input's "
+                              "dynamic_axes names",
+                              did_you_mean(bound, names) or (
+                                  f"dynamic axis names: {', '.join(names)}" if names else
+                                  "mark the variable dimension in `inputs[].dynamic_axes`, "
+                                  "e.g. `{1: sequence}`"))
+
+    def _budgets(self, gates: Gates, loc: tuple[str, ...]) -> None:
+        """A per-profile latency budget names profiles of `shapes:`."""
+        if gates.latency is None or not isinstance(gates.latency.budget_ms, dict):
+            return
+        profiles = list(self.recipe.shapes) or [EXAMPLE]
+        for profile in gates.latency.budget_ms:
+            if profile not in profiles:
+                self._add((*loc, profile), f"no shape profile named '{profile}'",
+                          did_you_mean(profile, profiles) or (
+                              f"shape profiles: {', '.join(profiles)}" if self.recipe.shapes
+                              else "declare it under `shapes:`, or give one `budget_ms` "
+                              "for the example shapes"))
+        missing = [p for p in profiles if p not in gates.latency.budget_ms]
+        if missing:
+            self._add(loc, f"no budget for shape profile{'s' if len(missing) > 1 else ''} "
+                      f"{', '.join(missing)}", "give every profile of `shapes:` a budget, or "
+                      "one number for all of them")
 
     def _custom_ops(self, name: str, target: Target) -> None:
         """Each custom op has a kernel or a decomposition for this target's backend."""

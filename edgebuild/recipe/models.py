@@ -161,10 +161,24 @@ class OnNoisy(StrEnum):
     UNDECIDED = "undecided"  # missed under load: undecided, and policy.undecided decides
 
 
+def _all_or_each(value: Any) -> str:
+    return "each" if isinstance(value, dict) else "all"
+
+
+PositiveMs = Annotated[float, Field(gt=0)]
+# Tagged by shape, like the accuracy gates: a mistake is reported once, at its key.
+Budget = Annotated[
+    Annotated[PositiveMs, Tag("all")] | Annotated[dict[str, PositiveMs], Tag("each")],
+    Discriminator(_all_or_each)]
+
+
 class LatencyGate(Strict):
     """Latency budget on one percentile, measured with the protocol in docs/gates.md."""
 
-    budget_ms: float = Field(gt=0, description="Budget in milliseconds for the percentile.")
+    budget_ms: Budget = Field(
+        description="Budget in milliseconds for the percentile: one number for every shape "
+        "profile, or `{profile: ms}` naming every profile in `shapes:` "
+        "(docs/gates.md#shape-profiles).")
     percentile: Literal[50, 90, 99] = Field(50, description="Which percentile is gated.")
     max_regression_pct: float = Field(
         10.0, gt=0, le=1000,
@@ -185,6 +199,12 @@ class LatencyGate(Strict):
             raise ValueError("max_load is only used with `on_noisy: undecided`; add it, or "
                              "remove max_load")
         return self
+
+    def budget_for(self, profile: str) -> float | None:
+        """The budget of one shape profile (the loader checks every profile has one)."""
+        if isinstance(self.budget_ms, dict):
+            return self.budget_ms.get(profile)
+        return self.budget_ms
 
 
 class SizeGate(Strict):
@@ -208,7 +228,8 @@ class Gates(Strict):
     """The gates of one target; each is optional."""
 
     accuracy: OneOrMoreAccuracyGates | None = Field(
-        None, description="One accuracy gate, or a list of them (one per output, same dataset).")
+        None, description="One accuracy gate, or a list of them (one per output and dataset: "
+        "each dataset is inferred once).")
     latency: LatencyGate | None = None
     size: SizeGate | None = None
 
@@ -219,17 +240,20 @@ class Gates(Strict):
         return self.accuracy if isinstance(self.accuracy, list) else [self.accuracy]
 
     @model_validator(mode="after")
-    def _one_dataset_per_target(self) -> Gates:
+    def _one_gate_per_output_and_dataset(self) -> Gates:
         gates = self.accuracy_gates
         if isinstance(self.accuracy, list) and not gates:
             raise ValueError("`accuracy: []` checks nothing; remove it or add a gate")
-        if len({g.dataset for g in gates}) > 1:
-            raise ValueError("the accuracy gates of one target share one dataset "
-                             "(it is inferred once)")
-        outputs = [g.output for g in gates]
-        if len(set(outputs)) != len(outputs):
-            raise ValueError("two accuracy gates check the same output; name each `output:`")
+        checked = [(g.dataset, g.output) for g in gates]
+        if len(set(checked)) != len(checked):
+            raise ValueError("two accuracy gates check the same output on the same dataset; "
+                             "name each `output:`, or give them different datasets")
         return self
+
+    @property
+    def accuracy_datasets(self) -> list[str]:
+        """The datasets the accuracy gates read, each once, in the order written."""
+        return list(dict.fromkeys(g.dataset for g in self.accuracy_gates))
 
 
 # Names that become folder names (the recipe's, a target's, a search candidate's):
@@ -353,6 +377,12 @@ class Recipe(Strict):
     inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in order.")
     outputs: list[str] = Field(default_factory=lambda: ["output"], min_length=1,
                                description="Output names; the first is the one gates compare.")
+    shapes: dict[str, dict[str, Annotated[int, Field(ge=1)]]] = Field(
+        default_factory=dict, description="Shape profiles every target is measured at (and "
+        "OpenVINO/TensorRT bound their dynamic dimensions by): profile name -> {dynamic axis "
+        "name (from `inputs[].dynamic_axes`) -> size}. A name is shared by every input using "
+        "it; an axis a profile leaves out keeps its example size. Default: one profile, "
+        "`example`, the declared shapes (docs/recipes.md#shape-profiles).")
     datasets: dict[str, DatasetSpec] = Field(
         default_factory=dict, description="Named datasets for gates and calibration.")
     custom_ops: dict[str, CustomOp] = Field(
@@ -371,6 +401,24 @@ class Recipe(Strict):
         return entry.policy if entry is not None and entry.policy is not None else self.policy
 
     _check_op_types = field_validator("custom_ops")(check_op_types)
+
+    def io_declarations(self) -> dict[str, Any]:
+        """What every stage is told about the model's tensors (and keyed on): inputs,
+        outputs, and the shape profiles when the recipe declares any."""
+        io: dict[str, Any] = {"inputs": [t.model_dump(mode="json") for t in self.inputs],
+                              "outputs": list(self.outputs)}
+        if self.shapes:
+            io["shapes"] = {name: dict(sizes) for name, sizes in self.shapes.items()}
+        return io
+
+    @field_validator("shapes")
+    @classmethod
+    def _profile_names(cls, shapes: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        for name in shapes:
+            if not re.match(SAFE_NAME, str(name)) or len(str(name)) > 60:
+                raise ValueError(f"shape profile name '{name}': use letters, digits and "
+                                 "_ . , = + -, starting with a letter or digit")
+        return shapes
 
     @field_validator("inputs")
     @classmethod

@@ -50,6 +50,7 @@ def baseline_artifacts(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def latency_samples(report: Report) -> dict[str, list[float]]:
-    """Target -> the latency samples a report carries (subsampled, in time order)."""
-    return {g.target: g.details["samples_ms"] for g in report.gates
-            if g.gate == "latency" and g.details.get("samples_ms")}
+    """Target (`target[profile]` with shape profiles) -> the latency samples a report
+    carries (subsampled, in time order)."""
+    return {g.target + g.gate.removeprefix("latency"): g.details["samples_ms"]
+            for g in report.gates if g.is_latency and g.details.get("samples_ms")}

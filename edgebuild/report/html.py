@@ -133,7 +133,7 @@ def _overview(report: Report) -> str:
 
 
 def _latency_gate(gates: list[GateResult]) -> GateResult | None:
-    return next((g for g in gates if g.gate == "latency"), None)
+    return next((g for g in gates if g.is_latency), None)
 
 
 def _accuracy_values(gates: list[GateResult]) -> dict[str, float]:
@@ -207,7 +207,9 @@ def _latency_section(gate: GateResult) -> str:
                 "from a device tool, or was not made).</p>")
     n = gate.measured.get("n")
     total = f" of {n:.0f}" if n is not None else ""
-    return ("<h3>Latency samples</h3>"
+    profile = gate.details.get("profile")
+    title = f" — profile {escape(str(profile))}" if profile else ""
+    return (f"<h3>Latency samples{title}</h3>"
             f'<p class="legend">{len(samples)}{total} timed runs (evenly subsampled, in time '
             "order): dots jittered vertically; the box spans the quartiles with the median, "
             "whiskers reach 1.5 × IQR. Purple: the gated percentile over all runs; red dashed: "
@@ -221,9 +223,9 @@ def _target(report: Report, t: TargetReport) -> str:
              f'<p class="meta">profile {escape(t.profile)}, backend {escape(t.backend)}, '
              f"format {escape(t.format or '—')}{artifact}</p>"]
     parts.append(_gate_table(t.gates) if t.gates else "<p>No gates.</p>")
-    latency = _latency_gate(t.gates)
-    if latency is not None and latency.status is not GateStatus.NOT_RUN:
-        parts.append(_latency_section(latency))
+    for latency in (g for g in t.gates if g.is_latency):  # one per shape profile
+        if latency.status is not GateStatus.NOT_RUN:
+            parts.append(_latency_section(latency))
     if t.search is not None:
         parts.append(_search(t.name, t.search))
     for file, text in t.notes.items():

@@ -136,7 +136,7 @@ def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
     for gates, stages in judged:
         run = execution.runs.get(stages.latency or "")
         if run is not None and run.key and any(
-                g.gate == "latency" and "noisy" in g.details for g in gates):
+                g.is_latency and "noisy" in g.details for g in gates):
             store.remove(run.key)
 
 

@@ -312,7 +312,7 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
 
 def _failure(gate: GateResult) -> str:
     """The part of a gate message that says what failed."""
-    if gate.gate == "latency" and gate.status is GateStatus.FAILED:
+    if gate.is_latency and gate.status is GateStatus.FAILED and gate.measured:
         key = f"p{int(gate.limits['percentile'])}"
         return f"{key} {gate.measured[key]:.3g} ms > {gate.limits['budget_ms']:g} ms"
     if gate.gate.startswith("accuracy") and gate.status is GateStatus.FAILED:

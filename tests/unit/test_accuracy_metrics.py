@@ -97,6 +97,10 @@ def test_class_limits_on_a_regression_output_are_a_recipe_error() -> None:
 
     with pytest.raises(ValidationError, match="mean nothing for a regression output"):
         AccuracyGate(dataset="d", output="boxes", task="regression", min_top1_agreement=99)
-    with pytest.raises(ValidationError, match="share one dataset"):
+    # Several datasets are fine (each is inferred once); one output twice on one is not.
+    both = Gates(accuracy=[AccuracyGate(dataset="a", output="x", min_cosine=0.9),
+                           AccuracyGate(dataset="b", output="x", min_cosine=0.9)])
+    assert both.accuracy_datasets == ["a", "b"]
+    with pytest.raises(ValidationError, match="same output on the same dataset"):
         Gates(accuracy=[AccuracyGate(dataset="a", output="x", min_cosine=0.9),
-                        AccuracyGate(dataset="b", output="y", min_cosine=0.9)])
+                        AccuracyGate(dataset="a", output="x", max_abs_error=0.1)])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
 from edgebuild.backends.openvino import ir
+from edgebuild.errors import ShapeError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,7 +33,27 @@ class OpenVinoRunner(Runner):
     def _activate(self) -> None:
         ov = ir.load_openvino()
         core = ov.Core()
-        compiled = core.compile_model(core.read_model(str(self.model)), self.device, self.config)
+        self._load(core, core.read_model(str(self.model)))
+
+    def _reshape(self, shapes: dict[str, list[int]]) -> None:
+        """A static IR built at the example shape: reshape the model to the profile's shapes
+        and compile it again (what an app does for a new input size); OpenVINO's refusal
+        (a Reshape constant baked for the old size) is a ShapeError naming the input."""
+        ov = ir.load_openvino()
+        core = ov.Core()
+        model = core.read_model(str(self.model))
+        try:
+            model.reshape({name: ov.PartialShape(shape) for name, shape in shapes.items()})
+            self._load(core, model)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise ShapeError(f"OpenVINO cannot reshape input(s) {sorted(shapes)} of this "
+                             f"static IR to {shapes}: {first}",
+                             "use `shapes: dynamic` for this target, or remove this size "
+                             "from the recipe's `shapes:`") from exc
+
+    def _load(self, core: Any, model: Any) -> None:
+        compiled = core.compile_model(model, self.device, self.config)
         self._request = compiled.create_infer_request()
         self._inputs = {
             port.get_any_name(): (

@@ -35,6 +35,7 @@ from edgebuild.backends.tensorrt.options import (
     trtexec_command,
 )
 from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.shapes import io_profiles
 from edgebuild.core.target import Target
 from edgebuild.errors import BackendUnavailable, StageError
 
@@ -94,7 +95,8 @@ class TensorRtBackend(Backend):
                              f"support {named}",
                              "replace the op, or provide a plugin on the device and set the "
                              "target option `unsupported: report` (docs/backends-tensorrt.md)")
-        profiles = input_profiles(options, ctx.io.inputs, [d.name for d in found.dynamic_inputs])
+        profiles = input_profiles(options, ctx.io.inputs, [d.name for d in found.dynamic_inputs],
+                                  io_profiles(ctx.io))
         command = trtexec_command(options, MODEL, profiles)
         (ctx.out / TRTEXEC).write_text(
             "#!/bin/sh\n# Builds the same engine by hand on the device (TensorRT "

@@ -114,15 +114,23 @@ class TensorRtOptions(BaseModel):
 
 
 def input_profiles(options: TensorRtOptions, declared: list[dict[str, Any]],
-                   dynamic: list[str]) -> dict[str, ShapeProfile]:
-    """A profile for every dynamic input: the options' own, else min=opt=max=declared."""
+                   dynamic: list[str], shape_profiles: dict[str, dict[str, list[int]]] | None = None
+                   ) -> dict[str, ShapeProfile]:
+    """A profile for every dynamic input: the options' own, else min/max over the recipe's
+    shape profiles (edgebuild/core/shapes.py) and opt the declared example shape clamped
+    into them; without `shapes:` min = opt = max = declared."""
+    from edgebuild.core.shapes import bounds
+
     shapes = {t["name"]: list(t["shape"]) for t in declared}
+    limits = bounds(shape_profiles or {"example": shapes})
     found = {}
     for name in dynamic:
         if name in options.profiles:
             found[name] = options.profiles[name]
         elif name in shapes:
-            found[name] = ShapeProfile(min=shapes[name], opt=shapes[name], max=shapes[name])
+            low, high = limits.get(name, (shapes[name], shapes[name]))
+            opt = [min(max(d, a), b) for d, a, b in zip(shapes[name], low, high, strict=True)]
+            found[name] = ShapeProfile(min=low, opt=opt, max=high)
     return found
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
-from edgebuild.errors import StageError
+from edgebuild.errors import ShapeError, StageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +72,48 @@ class TfliteRunner(Runner):
         return interpreter
 
     def _input_metadata(self) -> TensorMeta:
-        return {t["name"]: (tuple(t["shape"]), "float32") for t in self._inputs}
+        return {t["name"]: (tuple(recipe_shape(t)), "float32") for t in self._inputs}
+
+    def _reshape(self, shapes: dict[str, list[int]]) -> None:
+        """The model is pinned at the example shape (onnx-to-tf): resize its inputs with
+        `resize_tensor_input` + `allocate_tensors` and run once. onnx2tf often bakes the
+        example size into Reshape constants, so the run can refuse; that is a
+        ShapeError naming the input, not the interpreter's traceback."""
+        import numpy as np
+
+        interpreter = self._interpreter
+        resized = []
+        for tensor in self._inputs:
+            if tensor["name"] not in shapes:
+                continue
+            shape = list(shapes[tensor["name"]])
+            model_shape = [shape[p] for p in tensor["perm"]] if tensor["perm"] else shape
+            resized.append({**tensor, "shape": shape, "model_shape": model_shape})
+            try:
+                interpreter.resize_tensor_input(tensor["index"], model_shape, strict=False)
+            except Exception as exc:
+                raise self._refused(tensor["name"], shape, exc) from exc
+        names = sorted(shapes)
+        try:
+            interpreter.allocate_tensors()
+            for tensor in resized:
+                zeros = np.zeros(tensor["shape"], dtype=np.float32)
+                interpreter.set_tensor(tensor["index"], to_model(zeros, tensor))
+            interpreter.invoke()
+        except Exception as exc:
+            raise self._refused(", ".join(names), shapes, exc) from exc
+        by_name = {t["name"]: t for t in resized}
+        self._inputs = [by_name.get(t["name"], t) for t in self._inputs]
+
+    @staticmethod
+    def _refused(name: str, shape: Any, exc: Exception) -> ShapeError:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return ShapeError(
+            f"the TFLite model is pinned at the example shape and cannot be resized for "
+            f"input '{name}' to {shape}: {first}",
+            "onnx2tf baked the example size into the graph (a Reshape constant); time this "
+            "target at the example shape only (remove the size from `shapes:`), or build "
+            "one target per size")
 
     def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         interpreter = self._interpreter
@@ -84,6 +125,15 @@ class TfliteRunner(Runner):
 
     def _deactivate(self) -> None:
         self._interpreter = None
+
+
+def recipe_shape(tensor: dict[str, Any]) -> list[int]:
+    """The input's shape in the recipe's layout, from the model's own (fixed) shape: the
+    ONNX-side shape may still name a dynamic axis that the conversion pinned."""
+    perm, model_shape = tensor["perm"], tensor.get("model_shape")
+    if model_shape is None:
+        return list(tensor["shape"])
+    return [model_shape[perm.index(i)] for i in range(len(perm))] if perm else list(model_shape)
 
 
 def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
