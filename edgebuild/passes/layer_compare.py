@@ -6,6 +6,11 @@ on the float side of each Q/DQ pair). For each matched tensor we report its
 relative error, and the error it *adds* over its inputs (its local
 contribution): error accumulates downstream, so the layers that matter are
 where it jumps, not where it is largest.
+
+A tensor holding NaN or inf (in the FP32 model, the candidate, or both) has no
+meaningful relative error: NaN compares false with everything, so a plain sort
+would put it anywhere — it was once ranked "worst". Such layers are reported
+apart (`non_finite`, saying in which model) and left out of every ranking.
 """
 
 from __future__ import annotations
@@ -24,10 +29,19 @@ class LayerError:
     node: str  # the node producing the tensor
     op_type: str
     tensor: str
-    error: float  # ||a - b|| / ||a|| over the samples
+    error: float  # ||a - b|| / ||a|| over the samples (NaN when `non_finite`)
     added: float  # error minus the largest error among its inputs
+    non_finite: str = ""  # "", or where NaN/inf appeared: "fp32", "candidate", "both"
+
+    @property
+    def finite(self) -> bool:
+        return not self.non_finite and bool(np.isfinite(self.error)) and \
+            bool(np.isfinite(self.added))
 
     def to_json(self) -> dict[str, Any]:
+        if not self.finite:
+            return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor,
+                    "non_finite": self.non_finite or "error"}
         return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor,
                 "error": round(self.error, 6), "added": round(self.added, 6)}
 
@@ -95,20 +109,37 @@ def compare_layers(reference: Path, candidate: Path,
             a, b = ref_values[tensor], got_values[tensor]
             if a.shape != b.shape:
                 continue
-            norm = float(np.linalg.norm(a))
-            error = float(np.linalg.norm(a - b)) / (norm if norm > 0 else 1.0)
-            errors[tensor] = error
-            layers.append(LayerError(node.name or tensor, node.op_type, tensor, error,
-                                     error - inputs_error))
+            layers.append(layer_error(node.name or tensor, node.op_type, tensor, a, b,
+                                      inputs_error))
+            if layers[-1].finite:
+                errors[tensor] = layers[-1].error
     return layers
 
 
+def layer_error(node: str, op_type: str, tensor: str, a: np.ndarray, b: np.ndarray,
+                inputs_error: float) -> LayerError:
+    """The relative error of `b` against the reference `a`, or where either is non-finite."""
+    bad_a, bad_b = not bool(np.isfinite(a).all()), not bool(np.isfinite(b).all())
+    if bad_a or bad_b:
+        where = "both" if bad_a and bad_b else "fp32" if bad_a else "candidate"
+        return LayerError(node, op_type, tensor, float("nan"), float("nan"), where)
+    norm = float(np.linalg.norm(a))
+    error = float(np.linalg.norm(a - b)) / (norm if norm > 0 else 1.0)
+    return LayerError(node, op_type, tensor, error, error - inputs_error)
+
+
 def worst(layers: list[LayerError], count: int = 10) -> list[LayerError]:
-    """The layers that add the most error, worst first."""
-    return sorted(layers, key=lambda layer: layer.added, reverse=True)[:count]
+    """The finite layers that add the most error, worst first (non-finite ones: `non_finite`)."""
+    return sorted((layer for layer in layers if layer.finite), key=lambda layer: layer.added,
+                  reverse=True)[:count]
+
+
+def non_finite(layers: list[LayerError]) -> list[LayerError]:
+    """The layers with NaN or inf in either model, in graph order."""
+    return [layer for layer in layers if not layer.finite]
 
 
 def first_divergence(layers: list[LayerError], threshold: float = 0.05) -> LayerError | None:
-    """The first layer (graph order) whose relative error passes `threshold`."""
-    return next((layer for layer in layers if layer.error > threshold), None)
+    """The first finite layer (graph order) whose relative error passes `threshold`."""
+    return next((layer for layer in layers if layer.finite and layer.error > threshold), None)
 

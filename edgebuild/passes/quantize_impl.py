@@ -12,7 +12,7 @@ import numpy as np
 
 from edgebuild.data.loaders import Samples
 from edgebuild.errors import StageError
-from edgebuild.passes.layer_compare import compare_layers, first_divergence, worst
+from edgebuild.passes.layer_compare import compare_layers, first_divergence, non_finite, worst
 
 if TYPE_CHECKING:
     from edgebuild.core.op import StageContext
@@ -234,18 +234,19 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=p.keep_io_fp32)
         onnx.save(model, str(destination))
         return
+    from edgebuild.passes.quantize import PRESET_EXTRA
+
+    preset = PRESET_EXTRA.get(p.preset or "", {})
     if p.mode == "dynamic":
         quantize_dynamic(source, destination, per_channel=p.per_channel,
                          reduce_range=p.reduce_range is True, weight_type=types[p.weight_type],
                          op_types_to_quantize=p.op_types, nodes_to_exclude=exclude,
-                         nodes_to_quantize=only)
+                         nodes_to_quantize=only,
+                         extra_options={**preset, **p.ort_extra_options})
         return
     assert calibration is not None
     methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
                "percentile": CalibrationMethod.Percentile}
-    from edgebuild.passes.quantize import TENSORRT_EXTRA
-
-    preset = TENSORRT_EXTRA if p.preset == "tensorrt" else {}
     extra: dict[str, Any] = {**preset, **p.ort_extra_options,
                              "ActivationSymmetric": p.activation_symmetric,
                              "WeightSymmetric": p.weight_symmetric,
@@ -462,5 +463,6 @@ def layer_report(source: Path, destination: Path, ctx: StageContext,
         "samples": len(chosen),
         "first_divergence": diverged.to_json() if diverged else None,
         "worst": [layer.to_json() for layer in worst(layers, 10)],
-        "output_error": layers[-1].error if layers else None,
+        "non_finite": [layer.to_json() for layer in non_finite(layers)],
+        "output_error": layers[-1].error if layers and layers[-1].finite else None,
     }

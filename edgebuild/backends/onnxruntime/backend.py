@@ -69,7 +69,8 @@ def session_options(options: OrtOptions, threads: int | None) -> Any:
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     summary = "ONNX Runtime (CPU execution provider)"
-    accepts = ("onnx",)
+    # onnx-ort: ONNX with ONNX Runtime's com.microsoft fused ops (ort-transformer-optimize)
+    accepts = ("onnx", "onnx-ort")
     produces = "onnx"
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")

@@ -58,6 +58,11 @@ class OpenVinoQuantizeParams(BaseModel):
         "CPU", description="Hardware whose quantization rules NNCF follows.")
     fast_bias_correction: bool = Field(True, description="False: slower, exact bias "
                                        "correction.")
+    model_type: Literal["transformer"] | None = Field(
+        None, description="`transformer`: NNCF's transformer scheme (attention-aware "
+        "placement: Softmax, LayerNorm, GELU and the score MatMuls' float-sensitive inputs "
+        "kept as NNCF's ignored patterns say; SmoothQuant on the weight MatMuls). Without it, "
+        "a BERT-style encoder loses most of its accuracy.")
     mode: Mode = Field(Mode.DEFAULT, description="`default` or `accuracy-control`.")
     validation_dataset: DatasetRef | None = Field(
         None, description="accuracy-control: dataset scored for the drop; default: `dataset`.")
@@ -83,7 +88,7 @@ class OpenVinoQuantizeParams(BaseModel):
 
 class OpenVinoQuantize(Op):
     name = "openvino-quantize"
-    version = 1
+    version = 2  # 2: model_type
     Params = OpenVinoQuantizeParams
     accepts = ("onnx",)
     produces = "openvino-ir"
@@ -109,9 +114,12 @@ class OpenVinoQuantize(Op):
             "subset_size": min(p.subset_size, len(calibration)),
             "fast_bias_correction": p.fast_bias_correction,
         }
+        if p.model_type is not None:
+            common["model_type"] = nncf.ModelType.TRANSFORMER
         info: dict[str, Any] = {"nncf": nncf.__version__, "calibration_dataset": p.dataset,
                                 "calibration_samples": common["subset_size"],
-                                "preset": p.preset, "target_device": p.target_device}
+                                "preset": p.preset, "target_device": p.target_device,
+                                "model_type": p.model_type}
         items = [(calibration.feed(i), -1) for i in range(len(calibration))]
         calibration_set = nncf.Dataset(items, _feeds)
         if p.mode is Mode.DEFAULT:
