@@ -87,7 +87,9 @@ class PrePostModel(nn.Module):
             x = image.to(torch.float32)
             if self.input_spec.layout == "NHWC":
                 x = x.permute(0, 3, 1, 2)
-            x = (x * self.input_spec.scale - self.mean) / self.std
+            if self.input_spec.scale != 1.0:  # a Mul by 1 stays in the graph otherwise
+                x = x * self.input_spec.scale
+            x = (x - self.mean) / self.std
         outputs = self.model(x)
         if self.detection is None:
             return outputs
