@@ -27,8 +27,9 @@ def greedy_nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float,
     box is above `iou_threshold`)."""
     order = torch.argsort(scores, descending=True, stable=True)
     order = order[scores[order] > score_threshold]
-    x1, y1, x2, y2 = (torch.minimum(boxes[:, 0], boxes[:, 2]), torch.minimum(boxes[:, 1], boxes[:, 3]),
-                      torch.maximum(boxes[:, 0], boxes[:, 2]), torch.maximum(boxes[:, 1], boxes[:, 3]))
+    low = torch.minimum(boxes[:, :2], boxes[:, 2:])
+    high = torch.maximum(boxes[:, :2], boxes[:, 2:])
+    x1, y1, x2, y2 = low[:, 0], low[:, 1], high[:, 0], high[:, 1]
     area = (x2 - x1) * (y2 - y1)
     keep: list[int] = []
     for index in order.tolist():
@@ -36,8 +37,10 @@ def greedy_nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float,
             break
         if keep:
             kept = torch.tensor(keep)
-            w = (torch.minimum(x2[kept], x2[index]) - torch.maximum(x1[kept], x1[index])).clamp(min=0)
-            h = (torch.minimum(y2[kept], y2[index]) - torch.maximum(y1[kept], y1[index])).clamp(min=0)
+            w = (torch.minimum(x2[kept], x2[index])
+                 - torch.maximum(x1[kept], x1[index])).clamp(min=0)
+            h = (torch.minimum(y2[kept], y2[index])
+                 - torch.maximum(y1[kept], y1[index])).clamp(min=0)
             inter = w * h
             union = area[kept] + area[index] - inter
             iou = torch.where(union > 0, inter / union, torch.zeros_like(inter))
@@ -56,7 +59,7 @@ class _NMS(torch.autograd.Function):
     @staticmethod
     def symbolic(g: Any, boxes: Any, scores: Any, iou: float, threshold: float,
                  max_detections: int) -> Any:
-        def const(values: list[Any], dtype: torch.dtype) -> Any:
+        def const(values: Any, dtype: torch.dtype) -> Any:
             return g.op("Constant", value_t=torch.tensor(values, dtype=dtype))
 
         batched = g.op("Reshape", boxes, const([1, -1, 4], torch.int64))
@@ -71,6 +74,9 @@ class _NMS(torch.autograd.Function):
 
 class PrePostModel(nn.Module):
     """The source model with `model.prepost` around it."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(self, model: nn.Module, spec: PrePost) -> None:
         super().__init__()
@@ -113,7 +119,7 @@ class PrePostModel(nn.Module):
         # away, so boxes of different classes never overlap (torchvision's batched_nms).
         shifted = boxes + (classes.to(boxes.dtype) * (boxes.max() + 1)).unsqueeze(1)
         keep = _NMS.apply(shifted, best, spec.iou_threshold, spec.score_threshold,
-                          spec.max_detections)
+                          spec.max_detections)  # type: ignore[no-untyped-call]
         n = spec.max_detections
         kept_boxes = torch.cat([boxes[keep], torch.zeros(n, 4)])[:n]
         kept_scores = torch.cat([best[keep], torch.zeros(n)])[:n]

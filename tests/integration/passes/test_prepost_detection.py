@@ -16,11 +16,11 @@ pytest.importorskip("onnxruntime", reason="needs onnxruntime")
 if importlib.util.find_spec("facenet_pytorch") is None:  # its __init__ needs torchvision:
     pytest.skip("needs facenet-pytorch (the P-Net weights)", allow_module_level=True)
 
-import torch  # noqa: E402
+import torch
 
-from edgebuild.data.loaders import letterbox  # noqa: E402
-from edgebuild.passes.torch_model import build_torch_model  # noqa: E402
-from edgebuild.recipe.yaml_loader import load_yaml  # noqa: E402
+from edgebuild.data.loaders import letterbox
+from edgebuild.passes.torch_model import build_torch_model
+from edgebuild.recipe.yaml_loader import load_yaml
 
 pytestmark = [pytest.mark.onnxruntime, pytest.mark.slow]
 
