@@ -46,8 +46,10 @@ class PNet(nn.Module):
         xs = torch.arange(w, dtype=torch.float32).view(1, w).expand(h, w)
         corners = torch.stack([xs, ys, xs + CELL / STRIDE, ys + CELL / STRIDE]) * STRIDE
         boxes = corners.unsqueeze(0) + reg * CELL  # [1, 4, h, w]
-        return (boxes.flatten(2).transpose(1, 2),  # [1, h*w, 4]
-                prob.flatten(2).transpose(1, 2))   # [1, h*w, 1]
+        # Channels last, then flattened: the same order as flatten(2).transpose(1, 2),
+        # which onnx2tf (TFLite) converts without its last transpose ([1, 4, h*w] out).
+        return (boxes.permute(0, 2, 3, 1).reshape(1, h * w, 4),  # [1, h*w, 4]
+                prob.permute(0, 2, 3, 1).reshape(1, h * w, 1))   # [1, h*w, 1]
 
 
 def build() -> nn.Module:
