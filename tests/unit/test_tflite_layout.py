@@ -118,3 +118,17 @@ def test_runner_feeds_an_unquantized_integer_input_as_it_is() -> None:
     assert to_model(image, raw).tolist() == [[0, 128, 255]]
     assert recipe_dtype(quantized) == "float32"
     assert to_model(np.array([1.0, -1.0], np.float32), quantized).tolist() == [2, -2]
+
+
+def test_an_nms_onnx2tf_cannot_convert_is_named_with_a_hint() -> None:
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import conversion_error
+
+    boxes = helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 10, 4])
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 10])
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"], name="/nms")
+    log = "ERROR: onnx_op_name: /nms\nTypeError: Cannot convert '' to EagerTensor"
+    error = conversion_error(_graph([nms], [boxes, scores]), log)
+    assert "NonMaxSuppression node '/nms'" in str(error)
+    assert "boxes [1, 10, 4]" in error.hint and "NMS in the app" in error.hint
