@@ -50,6 +50,11 @@ $PIP install -q "torch==2.13.0"
 say "edgebuild[$EXTRAS] (editable)"
 $PIP install -q -e ".[$EXTRAS]"
 
+say "facenet-pytorch (--no-deps: the detector recipe reads only its P-Net weights)"
+# Its declared pins (numpy<2, torch<2.3, torchvision) would downgrade the environment;
+# recipes/detector.yaml loads facenet_pytorch/data/pnet.pt and imports none of its code.
+$PIP install -q --no-deps "facenet-pytorch==2.6.0"
+
 case ",$EXTRAS," in
   *,tflite,*|*,all,*)
     say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"

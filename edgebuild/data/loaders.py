@@ -154,6 +154,8 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
         ratio = pre.resize / min(w, h)
         image = image.resize((max(1, round(w * ratio)), max(1, round(h * ratio))),
                              Image.Resampling.BILINEAR)
+    if pre.letterbox:
+        image = letterbox(image, pre.letterbox[0], pre.letterbox[1], pre.pad_value)
     if pre.center_crop:
         w, h = image.size
         c = pre.center_crop
@@ -167,8 +169,30 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
         array = array[:, :, None]
     if pre.color == "bgr":
         array = array[:, :, ::-1]
+    if pre.dtype == "uint8":
+        raw = array[None] if pre.layout == "NHWC" else array[None].transpose(0, 3, 1, 2)
+        return np.ascontiguousarray(raw[0], dtype=np.uint8)
     normalized: np.ndarray = _normalize(array[None], pre)[0]
     return normalized
+
+
+def letterbox(image: Any, height: int, width: int, pad_value: int) -> Any:
+    """Scale a PIL image to fit height×width keeping its aspect ratio; pad the rest, centred.
+
+    The scale and offsets are `min(height/h, width/w)` and half the padding (floored),
+    the convention of YOLO-style detectors; a box in model pixels maps back to the
+    photo as `(x - left) / scale`.
+    """
+    from PIL import Image
+
+    w, h = image.size
+    ratio = min(height / h, width / w)
+    new_w, new_h = max(1, round(w * ratio)), max(1, round(h * ratio))
+    resized = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    fill = pad_value if image.mode == "L" else (pad_value,) * 3
+    canvas = Image.new(image.mode, (width, height), fill)
+    canvas.paste(resized, ((width - new_w) // 2, (height - new_h) // 2))
+    return canvas
 
 
 def read_idx(path: Path) -> np.ndarray:

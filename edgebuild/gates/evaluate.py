@@ -18,6 +18,7 @@ from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import (
     AccuracyGate,
+    AccuracyTask,
     Gates,
     LatencyGate,
     OnNoisy,
@@ -36,13 +37,17 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "max_abs_error": ("max_abs_error", "<="),
     "max_relative_error": ("relative_error", "<="),
     "min_psnr": ("psnr", ">="),
+    "min_box_agreement": ("box_agreement", ">="),
+    "min_map50": ("map50", ">="),
+    "min_score_agreement": ("score_agreement", ">="),
 }
 
 
 # The metrics a gate's one-line message names, by what the output holds.
 SHOWN = {"classification": ("top1", "top1_agreement", "cosine"),
          "regression": ("cosine", "relative_error", "max_abs_error"),
-         "dense": ("psnr", "relative_error", "max_abs_error")}
+         "dense": ("psnr", "relative_error", "max_abs_error"),
+         "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes")}
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
@@ -55,7 +60,8 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
     several = len(gates.accuracy_datasets) > 1
     for gate in gates.accuracy_gates:
         # accuracy, accuracy[<output>], or with several datasets accuracy[<dataset>:<output>]
-        label = ":".join(p for p in (gate.dataset if several else None, gate.output) if p)
+        output = gate.output or gate.boxes
+        label = ":".join(p for p in (gate.dataset if several else None, output) if p)
         name = f"accuracy[{label or gate.dataset}]" if named else "accuracy"
         results.append(_accuracy(target, name, gate, stages, execution, policy))
     if gates.latency is not None:
@@ -109,8 +115,7 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
             return blocked
     assert infer and infer.artifact and reference and reference.artifact
     try:
-        metrics = accuracy_metrics(infer.artifact.main, reference.artifact.main, gate.output,
-                                   gate.task.value)
+        metrics = _metrics(infer.artifact.main, reference.artifact.main, gate)
     except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
         return GateResult(target=target, gate=name, status=GateStatus.FAILED,
                           counts_as_failure=True, details={"dataset": gate.dataset},
@@ -134,7 +139,8 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
             failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
     shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
     n = int(metrics["samples"])
-    of = f" (output '{gate.output}')" if gate.output else ""
+    of = (f" (output '{gate.output}')" if gate.output else
+          f" (outputs {', '.join(gate.checked_outputs)})" if gate.boxes else "")
     where = str(infer.artifact.metadata.get("where") or "")
     # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
     message = (f"on {n} samples of '{gate.dataset}'{of}"
@@ -150,6 +156,18 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     return GateResult(target=target, gate=name, status=_status(not failures),
                       counts_as_failure=bool(failures), measured=metrics, limits=limits,
                       details=details, message=message)
+
+
+def _metrics(candidate: Path, reference: Path, gate: AccuracyGate) -> dict[str, float]:
+    if gate.task is not AccuracyTask.DETECTION:
+        return accuracy_metrics(candidate, reference, gate.output, gate.task.value)
+    from edgebuild.gates.detection import detection_metrics, load_detections
+
+    assert gate.boxes is not None and gate.scores is not None  # the schema checks it
+    got, ref = (load_detections(p, gate.boxes, gate.scores, gate.classes)
+                for p in (candidate, reference))
+    return detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
+                             gate.score_tolerance)
 
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:

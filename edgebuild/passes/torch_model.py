@@ -42,6 +42,10 @@ def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
                 f"missing {result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}",
                 "check that model.factory builds the architecture the weights were saved from",
             )
+    if spec.prepost is not None:
+        from edgebuild.passes.prepost_torch import wrap
+
+        model = wrap(model, spec.prepost)
     return model.eval()
 
 

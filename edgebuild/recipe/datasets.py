@@ -41,7 +41,28 @@ class Normalize(Strict):
 class ImagePreprocess(Normalize):
     resize: int | None = Field(None, ge=1, description="Resize the shorter side to this.")
     center_crop: int | None = Field(None, ge=1, description="Then crop a square of this size.")
+    letterbox: list[int] | None = Field(
+        None, min_length=2, max_length=2, description="`[height, width]`: scale the image to "
+        "fit inside, keeping its aspect ratio, and pad the rest with `pad_value` (centred), "
+        "as detectors are fed. Not with `resize`/`center_crop`.")
+    pad_value: int = Field(114, ge=0, le=255, description="Pixel value of letterbox padding.")
+    dtype: Literal["float32", "uint8"] = Field(
+        "float32", description="`uint8`: raw pixels, for a model that normalises inside its "
+        "graph (`model.prepost`); scale, mean and std must then stay 1, 0, 1.")
     color: Literal["rgb", "bgr", "gray"] = "rgb"
+
+    @model_validator(mode="after")
+    def _letterbox_alone(self) -> ImagePreprocess:
+        if self.letterbox is not None:
+            if self.resize is not None or self.center_crop is not None:
+                raise ValueError("letterbox replaces resize/center_crop: give one or the other")
+            if min(self.letterbox) < 1:
+                raise ValueError("letterbox sizes must be >= 1")
+        if self.dtype == "uint8" and (self.scale != 1.0 or any(self.mean) or
+                                      any(s != 1.0 for s in self.std)):
+            raise ValueError("dtype uint8 keeps raw pixels: remove scale/mean/std (the model "
+                             "normalises them itself, e.g. with model.prepost.input)")
+        return self
 
 
 def _ref_kind(value: Any) -> str:

@@ -325,10 +325,12 @@ class _CrossCheck:
         for index, gate in enumerate(gates.accuracy_gates):
             here = (*loc, str(index)) if listed else loc
             self._dataset(gate.dataset, (*here, "dataset"))
-            if gate.output is not None and gate.output not in self.recipe.outputs:
-                self._add((*here, "output"), f"no model output named '{gate.output}'",
-                          did_you_mean(gate.output, self.recipe.outputs)
-                          or f"outputs: {', '.join(self.recipe.outputs)}")
+            for key in ("output", "boxes", "scores", "classes"):
+                named = getattr(gate, key)
+                if named is not None and named not in self.recipe.outputs:
+                    self._add((*here, key), f"no model output named '{named}'",
+                              did_you_mean(named, self.recipe.outputs)
+                              or f"outputs: {', '.join(self.recipe.outputs)}")
 
     def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
         if name not in self.recipe.datasets:

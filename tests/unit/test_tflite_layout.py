@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from edgebuild.backends.tflite.backend import TfliteOptions, _inverse, _layout_perm, _match
@@ -55,3 +58,77 @@ def test_planner_reaches_a_savedmodel_through_onnx2tf() -> None:
     assert implicit_path("pytorch", ("tf-savedmodel",), table) == ["export-onnx", "onnx-to-tf"]
     assert implicit_path("onnx", ("onnx",), table) == []
     assert implicit_path("tflite", ("onnx",), table) is None
+
+
+def _graph(nodes: list[Any], inputs: list[Any]) -> Any:
+    import onnx
+    from onnx import TensorProto, helper
+
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, [out]),
+                             opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+def test_an_input_the_graph_transposes_to_nchw_is_kept_channels_last() -> None:
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import channels_last_inputs
+
+    image = helper.make_tensor_value_info("image", TensorProto.UINT8, [1, 8, 8, 3])
+    plain = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    nodes = [helper.make_node("Cast", ["image"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Transpose", ["f"], ["t"], perm=[0, 3, 1, 2]),
+             helper.make_node("Add", ["t", "x"], ["y"])]
+    assert channels_last_inputs(_graph(nodes, [image, plain])) == ["image"]
+    other = [helper.make_node("Cast", ["image"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Transpose", ["f"], ["y"], perm=[0, 2, 3, 1])]
+    assert channels_last_inputs(_graph(other, [image])) == []
+
+
+def test_constant_nodes_become_initializers(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import constants_to_initializers
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Constant", [], ["c"],
+                              value=numpy_helper.from_array(np.array([0.5, 1.0], np.float32))),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    path = tmp_path / "m.onnx"
+    onnx.save(_graph(nodes, [x]), str(path))
+    constants_to_initializers(path)
+    model = onnx.load(str(path))
+    assert [n.op_type for n in model.graph.node] == ["Add"]
+    assert numpy_helper.to_array(model.graph.initializer[0]).tolist() == [0.5, 1.0]
+    assert model.graph.initializer[0].name == "c"
+
+
+def test_runner_feeds_an_unquantized_integer_input_as_it_is() -> None:
+    import numpy as np
+
+    from edgebuild.backends.tflite.runner import recipe_dtype, to_model
+
+    raw = {"perm": None, "dtype": "uint8", "quantization": None}
+    quantized = {"perm": None, "dtype": "int8", "quantization": [0.5, 0]}
+    image = np.array([[0, 128, 255]], dtype=np.uint8)
+    assert recipe_dtype(raw) == "uint8"
+    assert to_model(image, raw).dtype == np.uint8
+    assert to_model(image, raw).tolist() == [[0, 128, 255]]
+    assert recipe_dtype(quantized) == "float32"
+    assert to_model(np.array([1.0, -1.0], np.float32), quantized).tolist() == [2, -2]
+
+
+def test_an_nms_onnx2tf_cannot_convert_is_named_with_a_hint() -> None:
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import conversion_error
+
+    boxes = helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 10, 4])
+    scores = helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 10])
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"], name="/nms")
+    log = "ERROR: onnx_op_name: /nms\nTypeError: Cannot convert '' to EagerTensor"
+    error = conversion_error(_graph([nms], [boxes, scores]), log)
+    assert "NonMaxSuppression node '/nms'" in str(error)
+    assert "boxes [1, 10, 4]" in error.hint and "NMS in the app" in error.hint

@@ -242,6 +242,7 @@ def _io_spec_from_savedmodel(model: Artifact) -> dict[str, Any]:
     names = _match(list(onnx_inputs), sorted(specs))
     channels_last = model.metadata.get("layout") == "NHWC"
     return {onnx_name: {"name": names[onnx_name],
+                        "dtype": specs[names[onnx_name]].dtype.as_numpy_dtype,
                         "perm": _layout_perm(shape, [d if d is not None else -1
                                                      for d in specs[names[onnx_name]].shape],
                                              channels_last)}
@@ -253,7 +254,7 @@ def _signature_feeds(feeds: dict[str, np.ndarray],
     import numpy as np
 
     return {s["name"]: np.ascontiguousarray(
-        np.transpose(feeds[name], s["perm"]) if s["perm"] else feeds[name], dtype=np.float32)
+        np.transpose(feeds[name], s["perm"]) if s["perm"] else feeds[name], dtype=s["dtype"])
         for name, s in spec.items()}
 
 

@@ -13,6 +13,13 @@ Two things onnx2tf does by itself are taken over here:
   fails, so the download function is replaced by seeded data in the same range
   (it only feeds onnx2tf's own shape/value checks, never calibration: INT8
   calibration uses the recipe's dataset in the backend).
+- Its NonMaxSuppression converter reads the thresholds only from initializers
+  (a `Constant` node's output makes it fail with "Cannot convert '' to
+  EagerTensor"), so Constant nodes are made initializers on the private copy it
+  converts. It also pads NMS's selected indices with index 0 by default — a real
+  box — where ONNX returns only the boxes kept; `output_nms_with_dynamic_tensor`
+  keeps ONNX's semantics (a dynamic-length tensor inside the model; a fixed-size
+  output such as `model.prepost`'s padding stays fixed).
 - It reports an op it cannot convert as a long TensorFlow trace and exits. The
   model is checked first against the ops onnx2tf has converters for, and a
   failure during conversion is turned into a StageError that names the op and
@@ -49,7 +56,7 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    version = 3  # 3: dynamic input dimensions pinned to the recipe's declared shape
+    version = 4  # 4: Constant nodes as initializers; ONNX's NMS output; NHWC inputs kept
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -67,8 +74,8 @@ class OnnxToTf(Op):
         pinned = pinned_shapes(model, ctx.io.inputs, "a TFLite model")
         saved_model = ctx.out / "saved_model"
         started = time.perf_counter()
-        log = _convert(source, saved_model, keep_nchw=inputs if params.keep_nchw_inputs else [],
-                       pinned=pinned)
+        keep = inputs if params.keep_nchw_inputs else channels_last_inputs(model)
+        log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned)
         seconds = time.perf_counter() - started
         if not (saved_model / "saved_model.pb").is_file():
             raise conversion_error(model, log)
@@ -77,9 +84,35 @@ class OnnxToTf(Op):
             main="saved_model/saved_model.pb", format="tf-savedmodel",
             metadata={"onnx2tf": _version(), "seconds": round(seconds, 2),
                       "layout": "NCHW" if params.keep_nchw_inputs else "NHWC",
+                      "kept_inputs": keep,
                       "onnx_inputs": _tensor_shapes(model.graph.input),
                       "pinned_inputs": pinned,
                       "onnx_outputs": _tensor_shapes(model.graph.output)})
+
+
+def channels_last_inputs(model: onnx.ModelProto) -> list[str]:
+    """Inputs that are NHWC already: the graph itself transposes them to NCHW.
+
+        image [1, H, W, 3] ──▶ (Cast) ──▶ Transpose perm [0, 3, 1, 2] ──▶ conv…
+
+    (`model.prepost` with `layout: NHWC`). onnx2tf would read such an input as NCHW
+    and transpose it again, mixing up H, W and C, so it keeps these as they are.
+    """
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    kept = []
+    for value in model.graph.input:
+        name = value.name
+        while len(consumers.get(name, [])) == 1 and consumers[name][0].op_type == "Cast":
+            name = consumers[name][0].output[0]
+        users = consumers.get(name, [])
+        if users and all(n.op_type == "Transpose" and
+                         [list(a.ints) for a in n.attribute if a.name == "perm"] == [[0, 3, 1, 2]]
+                         for n in users):
+            kept.append(value.name)
+    return kept
 
 
 def _version() -> str:
@@ -111,7 +144,34 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
             pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
+        constants_to_initializers(private)
         return _convert_file(private, destination, keep_nchw)
+
+
+def constants_to_initializers(path: Path) -> None:
+    """Rewrite `path` with each tensor-valued `Constant` node as an initializer.
+
+    onnx2tf turns a Constant node into a TensorFlow tensor, and some of its converters
+    (NonMaxSuppression's thresholds) only handle an initializer's NumPy value.
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    kept = []
+    for node in graph.node:
+        if (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+                and [a.name for a in node.attribute] == ["value"]):
+            tensor = onnx.helper.get_attribute_value(node.attribute[0])
+            tensor.name = node.output[0]
+            graph.initializer.append(tensor)
+        else:
+            kept.append(node)
+    if len(kept) == len(graph.node):
+        return
+    del graph.node[:]
+    graph.node.extend(kept)
+    onnx.save(model, str(path))
 
 
 def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
@@ -128,6 +188,7 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
                 input_onnx_file_path=str(source),
                 keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
                 not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
+                output_nms_with_dynamic_tensor=True,  # ONNX's NMS output, not index-0 padding
                 # onnx2tf would also write float32 and float16 .tflite files, which
                 # the backend builds itself at the precision asked for: 90 % of its
                 # time on EfficientNet-Lite0. Return the Keras model, save it below.
@@ -197,6 +258,13 @@ def conversion_error(model: onnx.ModelProto, log: str) -> StageError:
     if node is None:
         return StageError("onnx2tf could not convert the model",
                           f"its last output:\n{last_lines}")
+    if node.op_type == "NonMaxSuppression":
+        return StageError(
+            f"onnx2tf cannot convert NonMaxSuppression node '{node.name}' to TFLite",
+            f"{_node_shapes(model, node)}. onnx2tf needs a fixed batch size and constant "
+            "max_output_boxes_per_class / iou_threshold / score_threshold inputs; build "
+            "this target without NMS in the graph (drop `model.prepost.detection`) and run "
+            "NMS in the app, or see onnx-to-tf.log for onnx2tf's own message")
     return StageError(
         f"onnx2tf failed on op '{node.op_type}' (node '{node.name}')",
         f"{_node_shapes(model, node)}\nonnx2tf's last output:\n{last_lines}")

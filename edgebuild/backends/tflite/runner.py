@@ -1,6 +1,7 @@
 """Run a .tflite model on this machine with ai-edge-litert's interpreter.
 
-The runner speaks the recipe's contract (ONNX input names, NCHW, float32) and
+The runner speaks the recipe's contract (ONNX input names, NCHW, float32 — or the
+recipe's own integer dtype, e.g. a uint8 image input, which is fed as it is) and
 adapts to the model: it transposes each tensor with the permutation the compile
 stage recorded (NCHW -> NHWC for onnx2tf's layout) and quantizes / dequantizes
 integer inputs and outputs with their scale and zero point — what an app does
@@ -72,7 +73,7 @@ class TfliteRunner(Runner):
         return interpreter
 
     def _input_metadata(self) -> TensorMeta:
-        return {t["name"]: (tuple(recipe_shape(t)), "float32") for t in self._inputs}
+        return {t["name"]: (tuple(recipe_shape(t)), recipe_dtype(t)) for t in self._inputs}
 
     def _reshape(self, shapes: dict[str, list[int]]) -> None:
         """The model is pinned at the example shape (onnx-to-tf): resize its inputs with
@@ -97,7 +98,7 @@ class TfliteRunner(Runner):
         try:
             interpreter.allocate_tensors()
             for tensor in resized:
-                zeros = np.zeros(tensor["shape"], dtype=np.float32)
+                zeros = np.zeros(tensor["shape"], dtype=recipe_dtype(tensor))
                 interpreter.set_tensor(tensor["index"], to_model(zeros, tensor))
             interpreter.invoke()
         except Exception as exc:
@@ -136,14 +137,25 @@ def recipe_shape(tensor: dict[str, Any]) -> list[int]:
     return [model_shape[perm.index(i)] for i in range(len(perm))] if perm else list(model_shape)
 
 
+def _quantized(tensor: dict[str, Any]) -> bool:
+    quantization = tensor["quantization"]
+    return tensor["dtype"] != "float32" and quantization is not None and quantization[0] != 0
+
+
+def recipe_dtype(tensor: dict[str, Any]) -> str:
+    """The dtype the recipe feeds: float32 for a quantized tensor (the runner quantizes
+    it), else the model's own — a uint8 image input is uint8 in the recipe too."""
+    return "float32" if _quantized(tensor) else str(tensor["dtype"])
+
+
 def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
     """Recipe layout and dtype -> the model's (transpose, then quantize)."""
     import numpy as np
 
     if tensor["perm"] is not None:
         array = np.transpose(array, tensor["perm"])
-    if tensor["dtype"] == "float32":
-        return np.ascontiguousarray(array, dtype=np.float32)
+    if not _quantized(tensor):  # float32, or an integer input such as raw uint8 pixels
+        return np.ascontiguousarray(array, dtype=tensor["dtype"])
     scale, zero_point = tensor["quantization"]
     info = np.iinfo(tensor["dtype"])
     quantized = np.round(array / scale) + zero_point
@@ -155,7 +167,7 @@ def from_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
     """The model's output -> float32 in the recipe's layout (dequantize, transpose)."""
     import numpy as np
 
-    if tensor["dtype"] != "float32":
+    if _quantized(tensor):
         scale, zero_point = tensor["quantization"]
         array = (array.astype(np.float32) - zero_point) * scale
     if tensor["perm"] is not None:

@@ -1,0 +1,73 @@
+"""`model.prepost`: pre- and post-processing built into the model itself.
+
+Schema only; the PyTorch wrapper is `edgebuild/passes/prepost_torch.py`. The wrapper
+goes around the source model before anything else sees it, so the FP32 reference
+(PyTorch), the exported ONNX and every backend's artifact all take raw pixels and
+return detections after NMS, and the gates check exactly what is deployed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from edgebuild.recipe.common import Strict
+
+
+class InputPrep(Strict):
+    """Raw uint8 image in, `(pixel * scale - mean) / std` in NCHW float32 to the model."""
+
+    layout: Literal["NHWC", "NCHW"] = Field(
+        "NHWC", description="Layout of the raw uint8 input (the model gets NCHW).")
+    scale: float = Field(1.0, description="Multiplies raw pixel values (0..255) first.")
+    mean: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    std: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
+
+    @model_validator(mode="after")
+    def _std_not_zero(self) -> InputPrep:
+        if any(s == 0 for s in self.std):
+            raise ValueError("std must not contain 0")
+        return self
+
+
+class DetectionPost(Strict):
+    """Boxes and class scores in, the best detections after NMS out, padded to a fixed count.
+
+    Outputs (batch 1): boxes `[1, max_detections, 4]` (x1, y1, x2, y2 in input pixels),
+    scores `[1, max_detections]`, classes `[1, max_detections]` (float); rows past the
+    detections found have score 0 and class -1. NMS is per class (boxes of different
+    classes never suppress each other) and exports as ONNX `NonMaxSuppression`.
+    """
+
+    boxes: int = Field(0, ge=0, description="Index of the model output holding the boxes "
+                       "`[1, N, 4]`.")
+    scores: int = Field(1, ge=0, description="Index of the model output holding the class "
+                        "scores `[1, N, classes]` (probabilities, not logits).")
+    box_format: Literal["xyxy", "cxcywh"] = Field(
+        "xyxy", description="`xyxy` corners or `cxcywh` centre and size (YOLO heads).")
+    iou_threshold: float = Field(0.5, gt=0, le=1, description="NMS suppresses a box whose "
+                                 "IoU with a better one of its class exceeds this.")
+    score_threshold: float = Field(0.25, ge=0, lt=1, description="Boxes scoring at most "
+                                   "this are dropped before NMS.")
+    max_detections: int = Field(100, ge=1, le=10000, description="Detections kept per image "
+                                "(the fixed first dimension of every output).")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> DetectionPost:
+        if self.boxes == self.scores:
+            raise ValueError("boxes and scores name the same model output")
+        return self
+
+
+class PrePost(Strict):
+    """What `model.prepost` adds around the source model (docs/passes.md, prepost)."""
+
+    input: InputPrep | None = Field(None, description="Normalisation folded into the graph.")
+    detection: DetectionPost | None = Field(None, description="Box decoding and NMS.")
+
+    @model_validator(mode="after")
+    def _something(self) -> PrePost:
+        if self.input is None and self.detection is None:
+            raise ValueError("prepost adds nothing: give `input`, `detection` or both")
+        return self
