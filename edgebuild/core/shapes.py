@@ -18,7 +18,7 @@ fix or bound dimensions (OpenVINO, TensorRT) read it, never `shape` directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 EXAMPLE = "example"  # the one profile of a recipe without `shapes:`
@@ -26,7 +26,7 @@ EXAMPLE = "example"  # the one profile of a recipe without `shapes:`
 Shapes = dict[str, list[int]]  # input name -> shape
 
 
-def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
+def axis_names(inputs: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
     """Symbolic axis name -> every (input, axis index) that carries it."""
     found: dict[str, list[tuple[str, int]]] = {}
     for tensor in inputs:
@@ -35,7 +35,7 @@ def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int
     return found
 
 
-def resolve(inputs: list[Mapping[str, Any]],
+def resolve(inputs: Sequence[Mapping[str, Any]],
             profiles: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Shapes]:
     """Profile name -> input name -> shape, in the recipe's order.
 

@@ -147,7 +147,9 @@ class _CrossCheck:
                 continue
             self._passes(entry.passes, (*loc, "passes"))
             self._accuracy(entry.gates, (*loc, "gates", "accuracy"))
-            self._budgets(entry.gates, (*loc, "gates", "latency", "budget_ms"))
+            self._target_shapes(entry.shapes, (*loc, "shapes"))
+            self._budgets(entry.gates, (*loc, "gates", "latency", "budget_ms"),
+                          entry.shapes)
             profile_name = entry.profile or name
             loaded = self.profiles.get(profile_name)
             if loaded is None:
@@ -188,11 +190,32 @@ class _CrossCheck:
                                   "mark the variable dimension in `inputs[].dynamic_axes`, "
                                   "e.g. `{1: sequence}`"))
 
-    def _budgets(self, gates: Gates, loc: tuple[str, ...]) -> None:
-        """A per-profile latency budget names profiles of `shapes:`."""
+    def _target_shapes(self, chosen: list[str] | None, loc: tuple[str, ...]) -> None:
+        """A target's `shapes:` lists profiles of the recipe's `shapes:`, each once."""
+        if chosen is None:
+            return
+        profiles = list(self.recipe.shapes)
+        if not profiles:
+            self._add(loc, "the recipe declares no shape profiles to choose from",
+                      "declare them under the recipe's `shapes:` (docs/recipes.md"
+                      "#shape-profiles), or drop the target's `shapes:`")
+            return
+        for index, name in enumerate(chosen):
+            if name not in profiles:
+                self._add((*loc, str(index)), f"no shape profile named '{name}'",
+                          did_you_mean(name, profiles) or
+                          f"shape profiles: {', '.join(profiles)}")
+            elif chosen.index(name) != index:
+                self._add((*loc, str(index)), f"shape profile '{name}' is listed twice",
+                          "list each profile once; the first is the build shape")
+
+    def _budgets(self, gates: Gates, loc: tuple[str, ...],
+                 chosen: list[str] | None = None) -> None:
+        """A per-profile latency budget names the profiles the target is measured at."""
         if gates.latency is None or not isinstance(gates.latency.budget_ms, dict):
             return
-        profiles = list(self.recipe.shapes) or [EXAMPLE]
+        profiles = [p for p in chosen or self.recipe.shapes if p in self.recipe.shapes] \
+            or [EXAMPLE]
         for profile in gates.latency.budget_ms:
             if profile not in profiles:
                 self._add((*loc, profile), f"no shape profile named '{profile}'",

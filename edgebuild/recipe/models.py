@@ -420,6 +420,12 @@ class TargetEntry(Strict):
         default_factory=dict, description="Overrides of the profile's backend options."
     )
     measure: MeasureOverrides | None = None
+    shapes: list[str] | None = Field(
+        None, min_length=1, description="The shape profiles (of the recipe's `shapes:`) "
+        "this target is built and measured at, default all of them. The first is its build "
+        "shape: TFLite pins it, OpenVINO static IR is built at it, TensorRT takes it as the "
+        "opt shape. One target per size is how a backend with fixed shapes serves an image "
+        "pyramid (docs/recipes.md#shape-profiles).")
     gates: Gates = Field(default_factory=Gates)
     search: Search | None = Field(
         None, description="Try several configurations and keep the fastest that passes "
@@ -465,13 +471,32 @@ class Recipe(Strict):
 
     _check_op_types = field_validator("custom_ops")(check_op_types)
 
-    def io_declarations(self) -> dict[str, Any]:
+    def io_declarations(self, target: str | None = None,
+                        build_profile: str | None = None) -> dict[str, Any]:
         """What every stage is told about the model's tensors (and keyed on): inputs,
-        outputs, and the shape profiles when the recipe declares any."""
-        io: dict[str, Any] = {"inputs": [t.model_dump(mode="json") for t in self.inputs],
-                              "outputs": list(self.outputs)}
-        if self.shapes:
-            io["shapes"] = {name: dict(sizes) for name, sizes in self.shapes.items()}
+        outputs, and the shape profiles when the recipe declares any.
+
+        For a target whose entry selects profiles (`shapes: [p256]`), only those, and
+        the first one's sizes become the inputs' example shapes: every backend that
+        fixes a shape builds at the example shape, so that is how it builds at p256.
+        A shared stage that fixes shapes is told its `build_profile` the same way.
+        """
+        inputs = [t.model_dump(mode="json") for t in self.inputs]
+        io: dict[str, Any] = {"inputs": inputs, "outputs": list(self.outputs)}
+        if not self.shapes:
+            return io
+        entry = self.targets.get(target.split("[", 1)[0]) if target else None
+        selected = entry.shapes if entry is not None else None
+        if build_profile is not None:
+            selected = [build_profile]
+        chosen = selected or list(self.shapes)
+        io["shapes"] = {name: dict(self.shapes[name]) for name in chosen}
+        if selected:
+            from edgebuild.core.shapes import resolve
+
+            build = resolve(inputs, {chosen[0]: self.shapes[chosen[0]]})[chosen[0]]
+            for tensor in inputs:
+                tensor["shape"] = build[tensor["name"]]
         return io
 
     @field_validator("shapes")
