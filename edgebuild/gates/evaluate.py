@@ -180,7 +180,9 @@ def _metrics(candidate: Path, reference: Path, gate: AccuracyGate) -> dict[str, 
     if truth is not None:
         if len(truth) != len(got):
             raise ValueError(f"{len(truth)} images of labels against {len(got)} of detections")
-        metrics.update(truth_metrics(got, ref, truth, gate.iou_threshold))
+        iou = gate.labels_iou_threshold or gate.iou_threshold
+        metrics.update(truth_metrics(got, ref, truth, iou))
+        metrics["labels_iou_threshold"] = iou
     return metrics
 
 

@@ -19,7 +19,7 @@ from edgebuild.recipe.common import MeasureOverrides
 from edgebuild.recipe.custom_ops import missing_kernel
 from edgebuild.recipe.datasets import ImageFolder
 from edgebuild.recipe.models import (
-    LABELLED_BOX_LIMITS,
+    LABELLED_BOX_KEYS,
     SAFE_NAME,
     AccuracyGate,
     Gates,
@@ -347,9 +347,9 @@ class _CrossCheck:
         dataset = self.recipe.datasets.get(gate.dataset)
         if dataset is None or (isinstance(dataset, ImageFolder) and dataset.box_labels):
             return
-        for key in LABELLED_BOX_LIMITS:
+        for key in LABELLED_BOX_KEYS:
             if getattr(gate, key) is not None:
-                self._add((*here, key), f"{key} compares with labelled boxes, and dataset "
+                self._add((*here, key), f"{key} is for labelled boxes, and dataset "
                           f"'{gate.dataset}' has none",
                           "declare them on the dataset: `labels: {format: yolo, path: "
                           "<folder>}` or `{format: coco, path: <file.json>}` (an images "
