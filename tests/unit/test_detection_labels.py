@@ -167,7 +167,7 @@ def test_coco_mistakes_are_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"annotations\[0\].bbox \[0, 0, 1\]"):
         load_dataset(ds, tmp_path, ["image"])
     coco(tmp_path, [], width=80)
-    with pytest.raises(DataError, match="a.png is declared 80×20, the file is 40×20"):
+    with pytest.raises(DataError, match=r"a\.png is declared 80×20, the file is 40×20"):
         load_dataset(ds, tmp_path, ["image"])
     (tmp_path / "instances.json").write_text("{}")
     with pytest.raises(DataError, match="not a COCO file"):
@@ -202,7 +202,8 @@ def test_digest_covers_the_label_files(tmp_path: Path) -> None:
     edited = dataset_digest(ds, tmp_path, StatCache(tmp_path / "stats.json"))
     (labels / "b.txt").write_text("")
     added = dataset_digest(ds, tmp_path, StatCache(tmp_path / "stats.json"))
-    plain = dataset_digest(spec(kind="images", path="images"), tmp_path, StatCache(tmp_path / "stats.json"))
+    plain = dataset_digest(spec(kind="images", path="images"), tmp_path,
+                           StatCache(tmp_path / "stats.json"))
     assert len({before, edited, added, plain}) == 4
 
 
