@@ -17,7 +17,16 @@ from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
 from edgebuild.recipe.common import MeasureOverrides
 from edgebuild.recipe.custom_ops import missing_kernel
-from edgebuild.recipe.models import SAFE_NAME, Gates, PassSpec, Recipe, TargetEntry
+from edgebuild.recipe.datasets import ImageFolder
+from edgebuild.recipe.models import (
+    LABELLED_BOX_KEYS,
+    SAFE_NAME,
+    AccuracyGate,
+    Gates,
+    PassSpec,
+    Recipe,
+    TargetEntry,
+)
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
@@ -348,12 +357,26 @@ class _CrossCheck:
         for index, gate in enumerate(gates.accuracy_gates):
             here = (*loc, str(index)) if listed else loc
             self._dataset(gate.dataset, (*here, "dataset"))
+            self._box_labels(gate, here)
             for key in ("output", "boxes", "scores", "classes"):
                 named = getattr(gate, key)
                 if named is not None and named not in self.recipe.outputs:
                     self._add((*here, key), f"no model output named '{named}'",
                               did_you_mean(named, self.recipe.outputs)
                               or f"outputs: {', '.join(self.recipe.outputs)}")
+
+    def _box_labels(self, gate: AccuracyGate, here: tuple[str, ...]) -> None:
+        """A limit against labelled boxes needs a dataset that declares them."""
+        dataset = self.recipe.datasets.get(gate.dataset)
+        if dataset is None or (isinstance(dataset, ImageFolder) and dataset.box_labels):
+            return
+        for key in LABELLED_BOX_KEYS:
+            if getattr(gate, key) is not None:
+                self._add((*here, key), f"{key} is for labelled boxes, and dataset "
+                          f"'{gate.dataset}' has none",
+                          "declare them on the dataset: `labels: {format: yolo, path: "
+                          "<folder>}` or `{format: coco, path: <file.json>}` (an images "
+                          "dataset), or use min_map50 (agreement with FP32)")
 
     def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
         if name not in self.recipe.datasets:

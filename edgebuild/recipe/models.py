@@ -107,9 +107,12 @@ class AccuracyTask(StrEnum):
 
 CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement")
 VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr")
-DETECTION_LIMITS = ("min_box_agreement", "min_map50", "min_score_agreement")
+DETECTION_LIMITS = ("min_box_agreement", "min_map50", "min_score_agreement",
+                    "min_map50_labels", "max_map50_labels_drop")
+# Keys that need a dataset with labelled boxes.
+LABELLED_BOX_KEYS = ("min_map50_labels", "max_map50_labels_drop", "labels_iou_threshold")
 DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshold",
-                  "score_tolerance")
+                  "score_tolerance", "labels_iou_threshold")
 
 
 class AccuracyGate(Strict):
@@ -161,15 +164,26 @@ class AccuracyGate(Strict):
     min_score_agreement: float | None = Field(
         None, ge=0, le=100, description="Detection: matched boxes whose score is within "
         "score_tolerance of FP32's, percent.")
+    min_map50_labels: float | None = Field(
+        None, ge=0, le=100, description="Detection: mAP at IoU iou_threshold of the build's "
+        "detections against the dataset's labelled boxes (`labels: {format: yolo | coco, "
+        "path}`), percent; FP32's own is reported beside it.")
+    max_map50_labels_drop: float | None = Field(
+        None, ge=0, le=100, description="Detection: FP32's mAP against the labelled boxes "
+        "minus the build's, points.")
     score_threshold: float = Field(0.5, gt=0, lt=1, description="Detection: FP32 boxes "
                                    "scoring at least this are the ones to find.")
     iou_threshold: float = Field(0.5, gt=0, le=1, description="Detection: IoU of a match.")
     score_tolerance: float = Field(0.05, gt=0, le=1, description="Detection: largest score "
                                    "difference of an agreeing match.")
+    labels_iou_threshold: float | None = Field(
+        None, gt=0, le=1, description="Detection: IoU of a match with a labelled box "
+        "(min_map50_labels); default: iou_threshold. Hand-drawn boxes and a model's boxes "
+        "follow different conventions, which a lower IoU can forgive.")
 
     _check_percent = field_validator(
         "min_top1", "min_top5", "min_top1_agreement", "min_box_agreement", "min_map50",
-        "min_score_agreement", mode="after"
+        "min_score_agreement", "min_map50_labels", mode="after"
     )(_percent)
 
     @model_validator(mode="after")
