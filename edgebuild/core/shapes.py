@@ -18,7 +18,7 @@ fix or bound dimensions (OpenVINO, TensorRT) read it, never `shape` directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from edgebuild.errors import StageError
@@ -28,7 +28,7 @@ EXAMPLE = "example"  # the one profile of a recipe without `shapes:`
 Shapes = dict[str, list[int]]  # input name -> shape
 
 
-def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
+def axis_names(inputs: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
     """Symbolic axis name -> every (input, axis index) that carries it."""
     found: dict[str, list[tuple[str, int]]] = {}
     for tensor in inputs:
@@ -37,7 +37,7 @@ def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int
     return found
 
 
-def resolve(inputs: list[Mapping[str, Any]],
+def resolve(inputs: Sequence[Mapping[str, Any]],
             profiles: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Shapes]:
     """Profile name -> input name -> shape, in the recipe's order.
 
@@ -136,8 +136,8 @@ def calibration_profile(stage: str, dataset: str, found: Mapping[str, list[int]]
     raise StageError(
         f"{stage}: calibration dataset '{dataset}' has samples of {shown}, which is none of "
         f"the recipe's shape profiles ({listed})",
-        f"calibrate on a dataset at one of the profiles' sizes (a dataset at another size "
-        f"calibrates a model never built or timed at it), or add its size to `shapes:` "
+        "calibrate on a dataset at one of the profiles' sizes (a dataset at another size "
+        "calibrates a model never built or timed at it), or add its size to `shapes:` "
         "(docs/recipes.md#shape-profiles)")
 
 
