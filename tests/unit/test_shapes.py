@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.core.shapes import EXAMPLE, bounds, fits, resolve
-from edgebuild.errors import RecipeError
+from edgebuild.core.op import IoSpec
+from edgebuild.core.shapes import EXAMPLE, bounds, calibration_profile, fits, resolve
+from edgebuild.errors import RecipeError, StageError
 from edgebuild.plan.planner import build_plan
 from edgebuild.recipe.loader import load_recipe
 
@@ -42,6 +43,32 @@ def test_fits_treats_names_and_negative_dims_as_dynamic() -> None:
     assert fits((-1, 32), [4, 32])
     assert not fits((1, 32), [1, 64])
     assert not fits((1, 32), [1, 32, 1])
+
+
+def test_fits_reads_bounded_dims_in_openvinos_notation() -> None:
+    assert fits((1, 3, "16..64", "?"), [1, 3, 16, 500])
+    assert fits((1, 3, "16..64", "24..96"), [1, 3, 64, 24])
+    assert not fits((1, 3, "16..64", "24..96"), [1, 3, 8, 24])
+    assert not fits((1, 3, "16..64", "24..96"), [1, 3, 16, 97])
+    assert fits((1, "16.."), [1, 4096])  # no upper bound
+
+
+def test_calibration_data_must_be_at_a_profile_or_the_built_shape() -> None:
+    inputs = [{"name": "image", "shape": [1, 3, 32, 48], "dynamic_axes": {2: "h", 3: "w"}}]
+    io = IoSpec(inputs, ["heat"], {"small": {"h": 16, "w": 24}, "large": {"h": 64, "w": 96}})
+    assert calibration_profile("quantize", "d", {"image": [1, 3, 64, 96]}, io) == "large"
+    with pytest.raises(StageError, match=r"quantize: calibration dataset 'd' has samples of "
+                       r"image \[1, 3, 32, 48\], which is none of the recipe's shape profiles "
+                       r"\(small: image \[1, 3, 16, 24\]; large: image \[1, 3, 64, 96\]\)"):
+        calibration_profile("quantize", "d", {"image": [1, 3, 32, 48]}, io)
+    # A static IR built at the example shape takes data at that shape only.
+    built = {"image": [1, 3, 32, 48]}
+    assert calibration_profile("q", "d", {"image": [1, 3, 32, 48]}, io, built) is None
+    with pytest.raises(StageError, match=r"static IR is built at image \[1, 3, 32, 48\]"):
+        calibration_profile("q", "d", {"image": [1, 3, 64, 96]}, io, built)
+    # Without `shapes:` (and not static), the example shape promises nothing about data.
+    plain = IoSpec(inputs, ["heat"])
+    assert calibration_profile("q", "d", {"image": [1, 3, 8, 8]}, plain) is None
 
 
 RECIPE = """\
