@@ -34,6 +34,7 @@ OPS: dict[str, str] = {
     "infer": "edgebuild.gates.accuracy:Infer",
     "measure-latency": "edgebuild.gates.latency:MeasureLatency",
     "compare-latency": "edgebuild.gates.compare_latency:CompareLatency",
+    "compare-speed": "edgebuild.gates.compare_latency:CompareTargets",
     "select": "edgebuild.gates.select:Select",
 }
 

@@ -8,7 +8,7 @@ timed as its own pair (the regression gate decides per profile).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,24 +35,28 @@ class BaselineParams(BaseModel):
 class CompareLatency(InterleavedTiming):
     name = "compare-latency"
     version = 1
-    Params = BaselineParams
+    Params: ClassVar[type[BaseModel]] = BaselineParams
     produces = "latency-comparison"
     summary = "time the baseline artifact and this one, interleaved"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
+        p: BaselineParams = params
+        return self.compare(ctx, Artifact(key="baseline", format=p.format, path=Path(p.path),
+                                          files={}, sizes={},
+                                          metadata={**p.runner_metadata, "main": p.main}))
+
+    def compare(self, ctx: StageContext, baseline: Artifact) -> OpResult:
+        """Time `baseline` and this stage's model in pairs of blocks, per shape profile."""
         import numpy as np
 
         from edgebuild.measure.timing import time_pair
 
         assert ctx.target is not None
-        p: BaselineParams = params
         backend = load_backend(ctx.target.backend)
         reason = backend.unmeasurable_reason(ctx.target)
         if reason:
             return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = ctx.target.measure
-        baseline = Artifact(key="baseline", format=p.format, path=Path(p.path), files={},
-                            sizes={}, metadata={**p.runner_metadata, "main": p.main})
         before = conditions(settings.threads)
         rows: dict[str, dict[str, Any]] = {}
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
@@ -76,3 +80,22 @@ class CompareLatency(InterleavedTiming):
                                  "candidate_p50": float(np.median(head))}
         summary = {"profiles": rows} if ctx.io.shapes else rows[EXAMPLE]
         return self.finish(ctx, "comparison.json", summary, before)
+
+
+class OverParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    over: str  # the target whose build is the baseline (its artifact is the `baseline` input)
+
+
+class CompareTargets(CompareLatency):
+    """The speed-up gate's measurement: another target's build (the `baseline` input,
+    e.g. the FP32 model) against this one, in the same process, interleaved."""
+
+    name = "compare-speed"
+    version = 1
+    Params = OverParams
+    summary = "time another target's build and this one, interleaved (speed-up gate)"
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        return self.compare(ctx, ctx.input("baseline"))

@@ -23,6 +23,7 @@ from edgebuild.recipe.models import (
     LatencyGate,
     OnNoisy,
     Policy,
+    SpeedupGate,
     Undecided,
     Unmeasurable,
 )
@@ -71,6 +72,8 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
         results.extend(_latency(target, gates.latency, stages, execution, policy, keep_samples))
         if stages.compare is not None:
             results.extend(_regression(target, gates.latency, stages, execution, policy))
+    if gates.speedup is not None:
+        results.extend(_speedup(target, gates.speedup, stages, execution, policy))
     if gates.size is not None:
         compiled = execution.runs.get(stages.compiled)
         if compiled is None or compiled.artifact is None:
@@ -393,3 +396,68 @@ def _compared(target: str, name: str, gate: LatencyGate, folder: Path, suffix: s
         limits={"max_regression_pct": gate.max_regression_pct},
         details={**verdict.to_json(), "conditions": stats.get("conditions")},
         message=verdict.sentence())
+
+
+def _speedup(target: str, gate: SpeedupGate, stages: TargetStages,
+             execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+    """`speedup` (with shape profiles `speedup[<profile>]`): this build against target
+    `gate.over`'s, timed interleaved by compare-speed."""
+    run = execution.runs.get(stages.speedup or "")
+    blocked = _blocked(target, "speedup", run, policy)
+    if blocked is not None:
+        return [blocked]
+    assert run is not None and run.artifact is not None
+    stats = run.artifact.metadata
+    rows = stats.get("profiles", {"": stats})
+    results = []
+    for profile, row in rows.items():
+        name = f"speedup[{profile}]" if profile else "speedup"
+        lead = f"{profile}: " if profile else ""
+        if "error" in row:
+            results.append(GateResult(
+                target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
+                details={"profile": profile, "error": row["error"]},
+                message=f"{lead}cannot compare at this profile's shapes: {row['error']}"))
+            continue
+        result = _faster(target, name, gate, run.artifact.path, f"-{profile}" if profile else "",
+                         {**row, "conditions": stats.get("conditions")}, policy)
+        result.details["profile"] = profile
+        result.message = lead + result.message
+        results.append(result)
+    return results
+
+
+def _faster(target: str, name: str, gate: SpeedupGate, folder: Path, suffix: str,
+            stats: dict[str, Any], policy: Policy) -> GateResult:
+    """Decided like a regression, on the paired ratio this/over: passing needs the whole
+    95 % interval under 1 / min_speedup, failing the whole interval over it."""
+    import numpy as np
+
+    from edgebuild.gates.regression import decide
+
+    verdict = decide(np.load(folder / f"baseline_ms{suffix}.npy"),
+                     np.load(folder / f"candidate_ms{suffix}.npy"), 1 / gate.min_speedup - 1)
+    status = {"regression": GateStatus.FAILED, "ok": GateStatus.PASSED,
+              "undecided": GateStatus.UNDECIDED}[verdict.decision]
+    if verdict.blocks and verdict.ratio == verdict.ratio:  # measured (not NaN)
+        figure = (f"{1 / verdict.ratio:.2f}× as fast as {gate.over} [95 % CI "
+                  f"{1 / verdict.high:.2f}–{1 / verdict.low:.2f}] over {verdict.blocks} blocks "
+                  f"(p50 {stats['candidate_p50']:.3g} vs {stats['baseline_p50']:.3g} ms, "
+                  f"interleaved)")
+    else:
+        figure = f"only {verdict.blocks} blocks of samples; measure longer"
+    wanted = f"at least {gate.min_speedup:g}×"
+    message = {GateStatus.PASSED: f"{figure}, {wanted}",
+               GateStatus.FAILED: f"{figure}; needs {wanted}",
+               GateStatus.UNDECIDED: f"undecided, the machine was too noisy: {figure} "
+                                     f"straddles {wanted}; re-run on a quieter machine"}[status]
+    return GateResult(
+        target=target, gate=name, status=status,
+        counts_as_failure=status is GateStatus.FAILED or (
+            status is GateStatus.UNDECIDED and policy.undecided is Undecided.FAIL),
+        measured={"speedup": 1 / verdict.ratio if verdict.ratio else float("nan"),
+                  "baseline_p50": stats["baseline_p50"],
+                  "candidate_p50": stats["candidate_p50"]},
+        limits={"min_speedup": gate.min_speedup},
+        details={**verdict.to_json(), "over": gate.over, "conditions": stats.get("conditions")},
+        message=message)

@@ -66,6 +66,7 @@ class TargetStages:
     infers: dict[str, str] = field(default_factory=dict)
     latency: str | None = None
     compare: str | None = None  # A/B latency against a baseline artifact
+    speedup: str | None = None  # A/B latency against another target's build
     search: SearchStages | None = None
 
 
@@ -223,7 +224,25 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
         except PlanError as exc:
             # Name the recipe line: the target whose chain or search could not be built.
             raise exc.at(loaded.doc.locate(("targets", name))[0]) from None
+    for name, stages in plan.targets.items():
+        gate = recipe.targets[name].gates.speedup
+        if gate is not None:
+            stages.speedup = b.add(
+                "compare-speed", {"over": gate.over},
+                {"model": stages.device_build or stages.compiled,
+                 "baseline": _build_of(b, gate.over, source, from_torch)}, name, measures=True)
     return plan
+
+
+def _build_of(b: _Builder, name: str, source: str | None, from_torch: bool) -> str:
+    """The stage whose artifact target `name` runs: its compile (or device build), the
+    same stage its own chain has (identical stages merge), planned even when --target
+    left that target out, without its gates."""
+    entry = b.loaded.recipe.targets[name]
+    passes = [*(b.loaded.recipe.passes if entry.inherit_passes else []), *entry.passes]
+    chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
+    stages = _measured(b, chain, passes, Gates(), source, None)
+    return stages.device_build or stages.compiled
 
 
 def _target(b: _Builder, plan: Plan, name: str, source: str | None, from_torch: bool,

@@ -176,7 +176,35 @@ class _CrossCheck:
             if entry.search is not None:
                 for candidate in self._search(name, entry, loaded, target):
                     targets[candidate.target_name] = self._candidate_info(candidate, target)
+        for name, entry in self.recipe.targets.items():
+            if entry.gates.speedup is not None and name in targets:
+                self._speedup(name, entry, targets)
         return targets
+
+    def _speedup(self, name: str, entry: Any, targets: dict[str, Target]) -> None:
+        """`speedup.over` is another plain target on this target's backend (one runner
+        times both) with the same shape profiles."""
+        gate = entry.gates.speedup
+        loc = ("targets", name, "gates", "speedup", "over")
+        other = self.recipe.targets.get(gate.over)
+        if gate.over == name:
+            self._add(loc, "a target cannot be compared with itself",
+                      "name the target this one replaces, e.g. its FP32 build")
+        elif other is None or gate.over not in targets:
+            if other is None:
+                self._add(loc, f"no target named '{gate.over}'",
+                          did_you_mean(gate.over, self.recipe.targets)
+                          or f"targets: {', '.join(self.recipe.targets)}")
+        elif entry.search is not None or other.search is not None:
+            self._add(loc, "a speed-up gate compares two plain targets, not a search",
+                      "a search already keeps its fastest candidate (docs/recipes.md#search)")
+        elif targets[gate.over].backend != targets[name].backend:
+            self._add(loc, f"'{gate.over}' runs on {targets[gate.over].backend}, this target "
+                      f"on {targets[name].backend}: one runner times both",
+                      "compare targets of the same backend (one process, interleaved)")
+        elif (other.shapes or None) != (entry.shapes or None):
+            self._add(loc, f"'{gate.over}' is built at other shape profiles",
+                      "give both targets the same `shapes:`")
 
     def _shapes(self) -> None:
         """Dynamic axes exist in their input; each profile binds only declared axis names."""

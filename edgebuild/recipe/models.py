@@ -284,6 +284,17 @@ class LatencyGate(Strict):
         return self.budget_ms
 
 
+class SpeedupGate(Strict):
+    """This build against another target's, timed interleaved in one process."""
+
+    over: str = Field(description="The target to beat: another target of this recipe on "
+                      "the same backend (e.g. the FP32 build an INT8 target replaces).")
+    min_speedup: float = Field(
+        gt=0, le=1000, description="Least speed-up, as that target's median latency over "
+        "this one's: 1.2 = at least 1.2× as fast. Decided on the 95 % interval of the "
+        "paired ratio (docs/gates.md#speed-up), per shape profile.")
+
+
 class SizeGate(Strict):
     """Size of the final artifact."""
 
@@ -308,6 +319,7 @@ class Gates(Strict):
         None, description="One accuracy gate, or a list of them (one per output and dataset: "
         "each dataset is inferred once).")
     latency: LatencyGate | None = None
+    speedup: SpeedupGate | None = None
     size: SizeGate | None = None
 
     @property
