@@ -15,8 +15,22 @@ Two things onnx2tf does by itself are taken over here:
   calibration uses the recipe's dataset in the backend).
 - Its NonMaxSuppression converter reads the thresholds only from initializers
   (a `Constant` node's output makes it fail with "Cannot convert '' to
-  EagerTensor"), so Constant nodes are made initializers on the private copy it
-  converts. It also pads NMS's selected indices with index 0 by default — a real
+  EagerTensor"), so the Constant nodes that feed NMS are made initializers on the
+  private copy it converts. Only those: its pattern matchers read other
+  constants as TensorFlow tensors (`.numpy()`) — GELU's Div/Erf/Add/Mul/Mul is
+  fused into TFLite's GELU only when its 1.4142 is one, else a bare `Erf` is left
+  that TFLite has no builtin for. Even fed a Constant, its fused GELU gave wrong
+  numbers (max error 1.0 after one BERT layer), so Erf is converted with
+  `replace_to_pseudo_operators=["Erf"]`: Abramowitz-Stegun 7.1.26 in plain
+  arithmetic, |error| <= 1.5e-7 (the whole 6-layer encoder within 2.2e-6 of ONNX
+  Runtime at 16 tokens).
+- It infers shapes with ONNX's plain shape inference, which leaves a Reshape to
+  `Concat(Shape(x)[0], Shape(x)[1], 12, 32)` (a transformer's head split) with
+  unknown dimensions even when the inputs are pinned; its Add then "fixes" the
+  static [1, 16, 384] operand of a residual Add by transposing it to [1, 384, 16].
+  The pinned copy is given shapes inferred with data propagation (every such
+  Reshape becomes [1, 16, 12, 32]), and onnx2tf's own renaming pass — which
+  re-infers shapes without it — is replaced by naming unnamed nodes here. It also pads NMS's selected indices with index 0 by default — a real
   box — where ONNX returns only the boxes kept; `output_nms_with_dynamic_tensor`
   keeps ONNX's semantics (a dynamic-length tensor inside the model; a fixed-size
   output such as `model.prepost`'s padding stays fixed).
@@ -56,7 +70,7 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    version = 4  # 4: Constant nodes as initializers; ONNX's NMS output; NHWC inputs kept
+    version = 5  # 5: shapes with data propagation, only NMS's Constants as initializers
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -144,12 +158,32 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
             pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
-        constants_to_initializers(private)
+        name_nodes_and_infer_shapes(private)
+        constants_to_initializers(private, only_into=("NonMaxSuppression",))
         return _convert_file(private, destination, keep_nchw)
 
 
-def constants_to_initializers(path: Path) -> None:
-    """Rewrite `path` with each tensor-valued `Constant` node as an initializer.
+def name_nodes_and_infer_shapes(path: Path) -> None:
+    """Name unnamed nodes as onnx2tf would (`sng_<op>_<n>`) and store shapes inferred
+    with data propagation, so a Reshape whose target is computed from `Shape` gets
+    static dimensions on a pinned model (the graph still computes them at run time)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = f"sng_{node.op_type}_{index}"
+    del model.graph.value_info[:]
+    try:
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # onnx2tf converts without stored shapes too; shapes are a help
+        pass
+    onnx.save(model, str(path))
+
+
+def constants_to_initializers(path: Path, only_into: tuple[str, ...] | None = None) -> None:
+    """Rewrite `path` with tensor-valued `Constant` nodes as initializers: every one, or
+    with `only_into`, those read by a node of one of these op types.
 
     onnx2tf turns a Constant node into a TensorFlow tensor, and some of its converters
     (NonMaxSuppression's thresholds) only handle an initializer's NumPy value.
@@ -158,9 +192,12 @@ def constants_to_initializers(path: Path) -> None:
 
     model = onnx.load(str(path))
     graph = model.graph
+    read = {name for node in graph.node if only_into is None or node.op_type in only_into
+            for name in node.input}
     kept = []
     for node in graph.node:
         if (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+                and node.output[0] in read
                 and [a.name for a in node.attribute] == ["value"]):
             tensor = onnx.helper.get_attribute_value(node.attribute[0])
             tensor.name = node.output[0]
@@ -188,6 +225,9 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
                 input_onnx_file_path=str(source),
                 keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
                 not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
+                # its renaming re-infers shapes without data propagation; named above
+                not_use_opname_auto_generate=True,
+                replace_to_pseudo_operators=["Erf"],  # TFLite has no Erf (see top)
                 output_nms_with_dynamic_tensor=True,  # ONNX's NMS output, not index-0 padding
                 # onnx2tf would also write float32 and float16 .tflite files, which
                 # the backend builds itself at the precision asked for: 90 % of its
