@@ -117,6 +117,9 @@ class Op(ABC):
     # Reads the recipe's model source even when an upstream artifact is its input
     # (a pickled PyTorch module needs the factory's module to unpickle).
     reads_source: ClassVar[bool] = False
+    # Bakes the inputs' example shapes into what it produces (onnx-to-tf pins them): a
+    # target that selects shape profiles gets its own stage, at its first profile.
+    fixes_shapes: ClassVar[bool] = False
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:
         """Distributions whose installed versions belong in this stage's key."""

@@ -18,15 +18,17 @@ fix or bound dimensions (OpenVINO, TensorRT) read it, never `shape` directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from edgebuild.errors import StageError
 
 EXAMPLE = "example"  # the one profile of a recipe without `shapes:`
 
 Shapes = dict[str, list[int]]  # input name -> shape
 
 
-def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
+def axis_names(inputs: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[str, int]]]:
     """Symbolic axis name -> every (input, axis index) that carries it."""
     found: dict[str, list[tuple[str, int]]] = {}
     for tensor in inputs:
@@ -35,7 +37,7 @@ def axis_names(inputs: list[Mapping[str, Any]]) -> dict[str, list[tuple[str, int
     return found
 
 
-def resolve(inputs: list[Mapping[str, Any]],
+def resolve(inputs: Sequence[Mapping[str, Any]],
             profiles: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Shapes]:
     """Profile name -> input name -> shape, in the recipe's order.
 
@@ -75,10 +77,74 @@ def bounds(profiles: Mapping[str, Shapes]) -> dict[str, tuple[list[int], list[in
 
 
 def fits(declared: tuple[int | str, ...] | list[int | str], shape: list[int]) -> bool:
-    """Whether a model input of `declared` dims (ints fixed, anything else dynamic)
-    takes `shape` as it is."""
+    """Whether a model input of `declared` dims takes `shape` as it is.
+
+    A dim is an int (fixed; negative: dynamic), a bounded range in OpenVINO's
+    notation, "16..64" (a dynamic IR bounded by the profiles: sizes within it), or
+    any other string (dynamic, any size).
+    """
     return len(declared) == len(shape) and all(
-        not isinstance(d, int) or d < 0 or d == s for d, s in zip(declared, shape, strict=True))
+        _takes(d, s) for d, s in zip(declared, shape, strict=True))
+
+
+def _takes(dim: int | str, size: int) -> bool:
+    if isinstance(dim, int):
+        return dim < 0 or dim == size
+    low, dots, high = dim.partition("..")
+    if not dots:
+        return True
+    return (not low.isdigit() or int(low) <= size) and (not high.isdigit() or size <= int(high))
+
+
+def calibration_profile(stage: str, dataset: str, found: Mapping[str, list[int]], io: Any,
+                        built: Mapping[str, list[int]] | None = None) -> str | None:
+    """The profile whose shapes a calibration dataset's samples (`found`: input -> shape
+    of one sample) have; StageError naming the dataset and the profiles when none.
+
+    Calibration statistics (activation ranges) are taken at the shapes the data
+    has, and a model with dynamic axes takes any: without this check a dataset at
+    another size calibrates a model that is then built and timed at sizes it never
+    saw. `built` is the shape a static artifact is fixed at, which the data must
+    have exactly (it is the only shape the artifact runs at); otherwise, with
+    `shapes:` declared, the data must match one profile. Without either, anything
+    goes (None): the declared example shape is then no promise about the data.
+    """
+    def agrees(shapes: Mapping[str, list[int]]) -> bool:
+        return all(list(found[n]) == list(s) for n, s in shapes.items() if n in found)
+
+    shown = ", ".join(f"{n} {list(s)}" for n, s in found.items())
+    if built is not None:
+        if not agrees(built):
+            raise StageError(
+                f"{stage}: calibration dataset '{dataset}' has samples of {shown}, but this "
+                f"target's static IR is built at "
+                f"{', '.join(f'{n} {list(s)}' for n, s in built.items())}: calibration "
+                "happens on the IR at the shape it is built at",
+                f"give '{dataset}' samples at the built shape (the recipe's `inputs:` shape, "
+                "or options.input_shapes), or build this target with `shapes: dynamic` "
+                "(docs/recipes.md#shape-profiles)")
+        matching = [name for name, shapes in io_profiles(io).items() if agrees(shapes)]
+        return matching[0] if matching else None
+    if not io.shapes:
+        return None
+    profiles = io_profiles(io)
+    for name, shapes in profiles.items():
+        if agrees(shapes):
+            return name
+    listed = "; ".join(f"{name}: " + ", ".join(f"{n} {s}" for n, s in shapes.items())
+                       for name, shapes in profiles.items())
+    raise StageError(
+        f"{stage}: calibration dataset '{dataset}' has samples of {shown}, which is none of "
+        f"the recipe's shape profiles ({listed})",
+        "calibrate on a dataset at one of the profiles' sizes (a dataset at another size "
+        "calibrates a model never built or timed at it), or add its size to `shapes:` "
+        "(docs/recipes.md#shape-profiles)")
+
+
+def sample_shapes(samples: Any) -> dict[str, list[int]]:
+    """Input name -> the shape of one sample of a loaded dataset (batch kept)."""
+    return {name: list(array.shape) for name, array in samples.feed(0).items()} \
+        if len(samples) else {}
 
 
 def io_profiles(io: Any) -> dict[str, Shapes]:

@@ -16,6 +16,7 @@ from edgebuild.recipe.files import module_file, resolve_file, split_callable
 class ImageFile:
     path: Path
     name: str  # relative to its folder; prefixed with the folder's index when there are several
+    relative: str = ""  # relative to its folder, never prefixed (label files are named so)
 
 
 def image_files(spec: ImageFolder, base_dir: Path) -> list[ImageFile]:
@@ -48,13 +49,29 @@ def image_files(spec: ImageFolder, base_dir: Path) -> list[ImageFile]:
                 continue
             seen.add(real)
             name = str(file.relative_to(root))
-            out.append(ImageFile(file, f"{index}/{name}" if several else name))
+            out.append(ImageFile(file, f"{index}/{name}" if several else name,
+                                 file.relative_to(root).as_posix()))
     return out
+
+
+def label_files(spec: ImageFolder, base_dir: Path) -> list[tuple[str, Path]]:
+    """The detection label files a dataset reads (named `labels/…`), for its digest."""
+    labels = spec.box_labels
+    if labels is None:
+        return []
+    root = resolve_file(labels.path, base_dir)
+    if labels.format == "coco":
+        return [(f"labels/{root.name}", root)]
+    if not root.is_dir():
+        raise DataError(f"YOLO label folder {root} does not exist")
+    return [(f"labels/{f.relative_to(root).as_posix()}", f)
+            for f in sorted(root.rglob("*.txt")) if f.is_file()]
 
 
 def _files_of(spec: DatasetSpec, base_dir: Path) -> list[tuple[str, Path]]:
     if isinstance(spec, ImageFolder):
-        return [(f.name, f.path) for f in image_files(spec, base_dir)]
+        images = [(f.name, f.path) for f in image_files(spec, base_dir)]
+        return images + label_files(spec, base_dir)
     if isinstance(spec, IdxFiles):
         refs = [spec.images] + ([spec.labels] if spec.labels is not None else [])
         paths = [resolve_file(r, base_dir) for r in refs]

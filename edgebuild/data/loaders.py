@@ -1,8 +1,10 @@
 """Load a declared dataset into arrays, with deterministic sampling.
 
 Every kind returns `Samples`: one array per model input (first axis = sample)
-and optional integer labels. Which samples are kept depends only on the
-dataset's content, `limit` and `seed`, so a cached stage stays valid.
+and optional integer labels; an image dataset with label files also gives each
+image's boxes (ragged), in the model's input pixels (`edgebuild.data.boxes`).
+Which samples are kept depends only on the dataset's content, `limit` and `seed`,
+so a cached stage stays valid.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from edgebuild.data.boxes import BoxTransform, ImageBoxes, read_coco, read_yolo
 from edgebuild.data.digest import image_files
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import (
@@ -32,6 +35,7 @@ class Samples:
     inputs: dict[str, np.ndarray]
     labels: np.ndarray | None
     names: list[str]
+    boxes: list[ImageBoxes] | None = None  # detection labels, one entry per sample
 
     def __len__(self) -> int:
         return len(self.names)
@@ -68,13 +72,21 @@ def _load(spec: DatasetSpec, base_dir: Path, input_name: str) -> Samples:
         files = image_files(spec, base_dir)
         keep = choose(len(files), spec.limit, spec.seed)
         chosen = [files[i] for i in keep]
-        images = np.stack([_read_image(f.path, spec) for f in chosen])
+        read = [_read_image(f.path, spec) for f in chosen]
+        images = np.stack([array for array, _, _ in read])
         labels = None
         if spec.labels == "folders":  # the same class folder name in two sources is one class
             classes = sorted({f.path.parent.name for f in files})
             labels = np.array([classes.index(f.path.parent.name) for f in chosen],
                               dtype=np.int64)
-        return Samples({input_name: images}, labels, [f.name for f in chosen])
+        boxes = None
+        if spec.box_labels is not None:
+            where = resolve_file(spec.box_labels.path, base_dir)
+            reader = read_yolo if spec.box_labels.format == "yolo" else read_coco
+            photo = reader(where, chosen, [size for _, size, _ in read])
+            boxes = [ImageBoxes(*transform.apply(found.boxes, found.classes))
+                     for found, (_, _, transform) in zip(photo, read, strict=True)]
+        return Samples({input_name: images}, labels, [f.name for f in chosen], boxes)
     if isinstance(spec, IdxFiles):
         raw = read_idx(resolve_file(spec.images, base_dir))
         keep = choose(len(raw), spec.limit, spec.seed)
@@ -137,7 +149,9 @@ def _normalize(x: np.ndarray, spec: Normalize) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
+def _read_image(path: Path, spec: ImageFolder
+                ) -> tuple[np.ndarray, tuple[int, int], BoxTransform]:
+    """The preprocessed pixels, the photo's width×height, and where its pixels went."""
     from PIL import Image
 
     pre = spec.preprocess
@@ -149,13 +163,19 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
             wide = np.asarray(opened, dtype=np.float32) / 257.0
             source = Image.fromarray(np.round(wide).astype(np.uint8))  # mode L
         image = source.convert("L" if pre.color == "gray" else "RGB")
+    size = image.size
+    moved = BoxTransform(1.0, 1.0, 0.0, 0.0, *size)
     if pre.resize:
         w, h = image.size
         ratio = pre.resize / min(w, h)
         image = image.resize((max(1, round(w * ratio)), max(1, round(h * ratio))),
                              Image.Resampling.BILINEAR)
+        moved = moved.then(image.size[0] / w, image.size[1] / h, 0.0, 0.0, *image.size)
     if pre.letterbox:
-        image = letterbox(image, pre.letterbox[0], pre.letterbox[1], pre.pad_value)
+        w, h = image.size
+        image, (new_w, new_h, left, top) = letterbox_placed(
+            image, pre.letterbox[0], pre.letterbox[1], pre.pad_value)
+        moved = moved.then(new_w / w, new_h / h, left, top, *image.size)
     if pre.center_crop:
         w, h = image.size
         c = pre.center_crop
@@ -164,6 +184,7 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
                             "set preprocess.resize to at least the crop size")
         left, top = (w - c) // 2, (h - c) // 2
         image = image.crop((left, top, left + c, top + c))
+        moved = moved.then(1.0, 1.0, -left, -top, c, c)
     array = np.asarray(image, dtype=np.float32)
     if array.ndim == 2:
         array = array[:, :, None]
@@ -171,9 +192,9 @@ def _read_image(path: Path, spec: ImageFolder) -> np.ndarray:
         array = array[:, :, ::-1]
     if pre.dtype == "uint8":
         raw = array[None] if pre.layout == "NHWC" else array[None].transpose(0, 3, 1, 2)
-        return np.ascontiguousarray(raw[0], dtype=np.uint8)
+        return np.ascontiguousarray(raw[0], dtype=np.uint8), size, moved
     normalized: np.ndarray = _normalize(array[None], pre)[0]
-    return normalized
+    return normalized, size, moved
 
 
 def letterbox(image: Any, height: int, width: int, pad_value: int) -> Any:
@@ -183,6 +204,12 @@ def letterbox(image: Any, height: int, width: int, pad_value: int) -> Any:
     the convention of YOLO-style detectors; a box in model pixels maps back to the
     photo as `(x - left) / scale`.
     """
+    return letterbox_placed(image, height, width, pad_value)[0]
+
+
+def letterbox_placed(image: Any, height: int, width: int, pad_value: int
+                     ) -> tuple[Any, tuple[int, int, int, int]]:
+    """`letterbox`, and where the photo landed: (new width, new height, left, top)."""
     from PIL import Image
 
     w, h = image.size
@@ -191,8 +218,9 @@ def letterbox(image: Any, height: int, width: int, pad_value: int) -> Any:
     resized = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
     fill = pad_value if image.mode == "L" else (pad_value,) * 3
     canvas = Image.new(image.mode, (width, height), fill)
-    canvas.paste(resized, ((width - new_w) // 2, (height - new_h) // 2))
-    return canvas
+    left, top = (width - new_w) // 2, (height - new_h) // 2
+    canvas.paste(resized, (left, top))
+    return canvas, (new_w, new_h, left, top)
 
 
 def read_idx(path: Path) -> np.ndarray:

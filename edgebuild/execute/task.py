@@ -57,7 +57,7 @@ def stage_spec(plan: Plan, stage: Stage, inputs: dict[str, Artifact], out: Path)
         "stage_id": stage.id, "op": stage.op, "params": stage.params,
         "inputs": {role: a.to_json() for role, a in inputs.items()},
         "out": str(out), "recipe_dir": str(plan.recipe.base_dir),
-        "io": recipe.io_declarations(),
+        "io": stage.io_declarations(recipe),
         "target": target.model_dump(mode="json") if target else None,
         "datasets": {name: recipe.datasets[name].model_dump(mode="json")
                      for name in stage.datasets},

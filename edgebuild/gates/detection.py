@@ -11,6 +11,10 @@ find ("ground truth"); a build box finds one when it has the same class and IoU 
     score agreement found boxes whose build score is within `score_tolerance`
 
 Rows of score <= 0 (or class < 0) are padding and ignored.
+
+With labelled boxes (a dataset's `labels: {format: yolo | coco, …}`, stored with the
+outputs as `truth:*`), the same matching against the labels instead of FP32 gives
+mAP against ground truth, for the build and for the FP32 reference alike.
 """
 
 from __future__ import annotations
@@ -144,3 +148,36 @@ def load_detections(path: Path, boxes: str, scores: str, classes: str | None
         valid = (s[i] > 0) & (c[i] >= 0)
         result.append(Detections(b[i][valid], s[i][valid], c[i][valid]))
     return result
+
+
+def load_truth(path: Path) -> list[Detections] | None:
+    """The labelled boxes stored with a dataset's outputs (score 1 each), or None."""
+    with np.load(path) as archive:
+        if "truth:counts" not in archive.files:
+            return None
+        boxes = archive["truth:boxes"].astype(np.float64).reshape(-1, 4)
+        classes = archive["truth:classes"].astype(np.float64)
+        counts = archive["truth:counts"].astype(np.int64)
+    ends = np.cumsum(counts)
+    return [Detections(boxes[end - n:end], np.ones(n), classes[end - n:end])
+            for n, end in zip(counts.tolist(), ends.tolist(), strict=True)]
+
+
+def truth_metrics(got: list[Detections], ref: list[Detections], truth: list[Detections],
+                  iou_threshold: float) -> dict[str, float]:
+    """mAP and recall (percent) of the build and of FP32 against labelled boxes.
+
+    Every build box (score > 0) is ranked, as COCO/VOC do; a class that no label holds
+    adds no AP (its boxes are not counted as false positives of another class).
+    """
+    boxes = sum(len(t.scores) for t in truth)
+    if boxes == 0:
+        raise ValueError("the dataset's labels hold no boxes, so mAP against them is "
+                         "undefined")
+    build = detection_metrics(got, truth, 0.5, iou_threshold, 1.0)
+    fp32 = detection_metrics(ref, truth, 0.5, iou_threshold, 1.0)
+    return {"labelled_boxes": float(boxes),
+            "map50_labels": build["map50"], "recall_labels": build["box_agreement"],
+            "reference_map50_labels": fp32["map50"],
+            "reference_recall_labels": fp32["box_agreement"],
+            "map50_labels_drop": fp32["map50"] - build["map50"]}

@@ -40,6 +40,8 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "min_box_agreement": ("box_agreement", ">="),
     "min_map50": ("map50", ">="),
     "min_score_agreement": ("score_agreement", ">="),
+    "min_map50_labels": ("map50_labels", ">="),
+    "max_map50_labels_drop": ("map50_labels_drop", "<="),
 }
 
 
@@ -47,7 +49,8 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
 SHOWN = {"classification": ("top1", "top1_agreement", "cosine"),
          "regression": ("cosine", "relative_error", "max_abs_error"),
          "dense": ("psnr", "relative_error", "max_abs_error"),
-         "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes")}
+         "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
+                       "map50_labels", "reference_map50_labels")}
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
@@ -161,13 +164,26 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
 def _metrics(candidate: Path, reference: Path, gate: AccuracyGate) -> dict[str, float]:
     if gate.task is not AccuracyTask.DETECTION:
         return accuracy_metrics(candidate, reference, gate.output, gate.task.value)
-    from edgebuild.gates.detection import detection_metrics, load_detections
+    from edgebuild.gates.detection import (
+        detection_metrics,
+        load_detections,
+        load_truth,
+        truth_metrics,
+    )
 
     assert gate.boxes is not None and gate.scores is not None  # the schema checks it
     got, ref = (load_detections(p, gate.boxes, gate.scores, gate.classes)
                 for p in (candidate, reference))
-    return detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
-                             gate.score_tolerance)
+    metrics = detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
+                                gate.score_tolerance)
+    truth = load_truth(candidate)
+    if truth is not None:
+        if len(truth) != len(got):
+            raise ValueError(f"{len(truth)} images of labels against {len(got)} of detections")
+        iou = gate.labels_iou_threshold or gate.iou_threshold
+        metrics.update(truth_metrics(got, ref, truth, iou))
+        metrics["labels_iou_threshold"] = iou
+    return metrics
 
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:

@@ -36,6 +36,13 @@ def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samp
     arrays = {f"output:{n}": np.concatenate([o[n] for o in outputs]) for n in names}
     if samples.labels is not None:
         arrays["labels"] = np.asarray(samples.labels)
+    if samples.boxes is not None:  # ragged: all boxes in one array, and a count per sample
+        arrays["truth:boxes"] = np.concatenate([b.boxes for b in samples.boxes]
+                                               ).reshape(-1, 4).astype(np.float64)
+        arrays["truth:classes"] = np.concatenate([b.classes for b in samples.boxes]
+                                                 ).astype(np.int64)
+        arrays["truth:counts"] = np.array([len(b.classes) for b in samples.boxes],
+                                          dtype=np.int64)
     np.savez(path, **arrays)  # type: ignore[arg-type]
 
 

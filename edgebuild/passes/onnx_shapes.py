@@ -53,4 +53,10 @@ def pin_input_shapes(source: Path, destination: Path, pinned: dict[str, list[int
     for value in model.graph.output:  # re-inferred from the now static inputs
         value.type.tensor_type.ClearField("shape")
     del model.graph.value_info[:]
-    onnx.save(onnx.shape_inference.infer_shapes(model, strict_mode=True), str(destination))
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    # Fold what the fixed sizes made constant (Shape -> Range grids, Reshape targets):
+    # left as a subgraph, onnx2tf converts a dynamic Range on a channels-last tensor
+    # into the wrong grid (MTCNN P-Net's anchors: mAP 0.1 vs FP32 before this fold).
+    import onnxslim
+
+    onnx.save(onnxslim.slim(model), str(destination))

@@ -205,7 +205,7 @@ class QuantizeParams(BaseModel):
 
 class Quantize(Op):
     name = "quantize"
-    version = 5  # 5: preset transformer
+    version = 6  # 6: the calibration data must match a shape profile
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"
@@ -215,6 +215,7 @@ class Quantize(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import tempfile
 
+        from edgebuild.core.shapes import calibration_profile, sample_shapes
         from edgebuild.passes import quantize_impl as impl
 
         p: QuantizeParams = params
@@ -222,11 +223,17 @@ class Quantize(Op):
         _refuse_custom_nodes(source)
         destination = ctx.out / "model.onnx"
         calibration = None
+        metadata: dict[str, Any] = {"mode": p.mode}
         if p.calibration is not None:
             calibration = ctx.dataset(p.calibration)
+            # The output keeps its dynamic axes and is timed at every profile: its ranges
+            # must come from data at one of them (edgebuild/core/shapes.py).
+            shapes = sample_shapes(calibration)
+            metadata["calibration_shapes"] = shapes
+            metadata["calibration_profile"] = calibration_profile(
+                "quantize", p.calibration, shapes, ctx.io)
             if p.calibration_samples < len(calibration):
                 calibration = impl.first(calibration, p.calibration_samples)
-        metadata: dict[str, Any] = {"mode": p.mode}
         # Intermediate models and the calibration cache stay out of the artifact.
         with tempfile.TemporaryDirectory(prefix="edgebuild-quantize-") as work:
             scratch = Path(work)

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 def first(samples: Samples, count: int) -> Samples:
     return Samples({k: v[:count] for k, v in samples.inputs.items()},
                    None if samples.labels is None else samples.labels[:count],
-                   samples.names[:count])
+                   samples.names[:count],
+                   None if samples.boxes is None else samples.boxes[:count])
 
 
 def feeds(samples: Samples) -> list[dict[str, np.ndarray]]:

@@ -124,6 +124,7 @@ class _Builder:
         info = self.loaded.targets[target] if target else None
         # Every dataset the stage reads, found in its params at any depth: in its key.
         flags["datasets"] = op_class().datasets(op_class.Params.model_validate(params), info)
+        label = label or flags.get("build_profile")  # onnx-to-tf[p256]
         base = f"{op}@{target}" if target else f"{op}[{label}]" if label else op
         stage_id, n = base, 1
         while stage_id in self.graph:
@@ -184,10 +185,13 @@ class _Chain:
             params = self._decomposing(params)
         validated = op.Params.model_validate(params).model_dump(mode="json")
         inputs = {"model": self.current} if self.current else {}
+        entry = self.b.loaded.recipe.targets.get(self.target.split("[", 1)[0])
+        chosen = entry.shapes if entry is not None else None  # a search candidate: its target's
+        flags = {"build_profile": chosen[0]} if chosen and op.fixes_shapes else {}
         self.current = self.b.add(op_name, validated, inputs,
                                   self.target if op.target_specific else None, self.label,
                                   uses_source=self.current is None or op.reads_source,
-                                  implicit=implicit)
+                                  implicit=implicit, **flags)
         self.ids.append(self.current)
         self.fmt, self.producer = op.produces, op_name
 

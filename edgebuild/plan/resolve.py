@@ -119,7 +119,7 @@ class KeyResolver:
             datasets={d: self.dataset(d) for d in stage.datasets},
             source=self.source_digest if stage.uses_source else None,
             custom_ops=self.custom_ops_digest if stage.custom_ops else None,
-            io=recipe.io_declarations(),
+            io=stage.io_declarations(recipe),
             target=digest_json(target.digest_data()) if target else None,
             backend=self._backend(target.backend) if target else None,
             tools=op().tool_names(target),

@@ -19,6 +19,15 @@ class Stage:
     measures: bool = False  # a measurement: holds the device lock, never overlaps work
     implicit: bool = False  # added by the planner, not written in the recipe
     custom_ops: bool = False  # reads the recipe's `custom_ops:` (declarations and their files)
+    # A shape-fixing stage shared by targets built at this profile (their `shapes:`
+    # lists it first); the stage sees it as the inputs' example shapes.
+    build_profile: str | None = None
+
+    def io_declarations(self, recipe: Any) -> dict[str, Any]:
+        """The inputs, outputs and shape profiles this stage is told about (a Recipe's
+        io_declarations, for its target or its build profile)."""
+        declared: dict[str, Any] = recipe.io_declarations(self.target, self.build_profile)
+        return declared
 
     @property
     def params(self) -> dict[str, Any]:

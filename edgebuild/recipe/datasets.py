@@ -87,8 +87,37 @@ Folders = Annotated[
 ]
 
 
+class BoxLabels(Strict):
+    """Detection labels: boxes per image, mapped through the image's preprocessing.
+
+    `yolo`: a folder of `.txt` files, one per image at the image's path relative to
+    its folder with the suffix `.txt` (`photos/a.png` -> `<path>/a.txt`), each line
+    `class cx cy w h` normalised to 0..1; an image without a file has no objects.
+    `coco`: one JSON file (`images`, `annotations` with `bbox` `[x, y, w, h]` in
+    pixels, `categories`); images match by `file_name`, category ids become 0..K-1
+    in ascending id order, and `iscrowd` boxes are left out.
+    """
+
+    format: Literal["yolo", "coco"] = Field(description="`yolo` (a folder of `.txt` files) "
+                                            "or `coco` (one `.json` file).")
+    path: FileRef = Field(description="The YOLO label folder or the COCO JSON file, "
+                          "relative to the recipe file, or `{package, path}`.")
+
+
+def _labels_kind(value: Any) -> str:
+    return "files" if isinstance(value, dict | BoxLabels) else "name"
+
+
+ImageLabels = Annotated[
+    Annotated[Literal["none", "folders"], Tag("name")] | Annotated[BoxLabels, Tag("files")],
+    Discriminator(_labels_kind),
+    Field(description="`folders`: a class index per image from its sub-folder's name; "
+          "`{format: yolo | coco, path}`: detection boxes per image (docs/gates.md)."),
+]
+
+
 class ImageFolder(Sampling):
-    """Image files; labels from sub-folder names when `labels: folders`."""
+    """Image files; labels from sub-folder names (`labels: folders`) or label files."""
 
     kind: Literal["images"]
     path: Folders = Field(
@@ -98,7 +127,7 @@ class ImageFolder(Sampling):
         default_factory=lambda: ["*.jpg", "*.jpeg", "*.png"],
         description="Glob patterns of the files to use.",
     )
-    labels: Literal["none", "folders"] = "none"
+    labels: ImageLabels = "none"
     preprocess: ImagePreprocess = Field(default_factory=ImagePreprocess)
 
     @model_validator(mode="after")
@@ -109,6 +138,11 @@ class ImageFolder(Sampling):
                 raise ValueError(f"path[{index}] repeats path[{seen.index(folder)}]")
             seen.append(folder)
         return self
+
+    @property
+    def box_labels(self) -> BoxLabels | None:
+        """The detection label files, if `labels` declares them."""
+        return self.labels if isinstance(self.labels, BoxLabels) else None
 
     @property
     def folders(self) -> list[str | PackageFile]:

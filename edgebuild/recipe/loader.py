@@ -17,7 +17,16 @@ from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
 from edgebuild.recipe.common import MeasureOverrides
 from edgebuild.recipe.custom_ops import missing_kernel
-from edgebuild.recipe.models import SAFE_NAME, Gates, PassSpec, Recipe, TargetEntry
+from edgebuild.recipe.datasets import ImageFolder
+from edgebuild.recipe.models import (
+    LABELLED_BOX_KEYS,
+    SAFE_NAME,
+    AccuracyGate,
+    Gates,
+    PassSpec,
+    Recipe,
+    TargetEntry,
+)
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
@@ -147,7 +156,9 @@ class _CrossCheck:
                 continue
             self._passes(entry.passes, (*loc, "passes"))
             self._accuracy(entry.gates, (*loc, "gates", "accuracy"))
-            self._budgets(entry.gates, (*loc, "gates", "latency", "budget_ms"))
+            self._target_shapes(entry.shapes, (*loc, "shapes"))
+            self._budgets(entry.gates, (*loc, "gates", "latency", "budget_ms"),
+                          entry.shapes)
             profile_name = entry.profile or name
             loaded = self.profiles.get(profile_name)
             if loaded is None:
@@ -188,11 +199,32 @@ class _CrossCheck:
                                   "mark the variable dimension in `inputs[].dynamic_axes`, "
                                   "e.g. `{1: sequence}`"))
 
-    def _budgets(self, gates: Gates, loc: tuple[str, ...]) -> None:
-        """A per-profile latency budget names profiles of `shapes:`."""
+    def _target_shapes(self, chosen: list[str] | None, loc: tuple[str, ...]) -> None:
+        """A target's `shapes:` lists profiles of the recipe's `shapes:`, each once."""
+        if chosen is None:
+            return
+        profiles = list(self.recipe.shapes)
+        if not profiles:
+            self._add(loc, "the recipe declares no shape profiles to choose from",
+                      "declare them under the recipe's `shapes:` (docs/recipes.md"
+                      "#shape-profiles), or drop the target's `shapes:`")
+            return
+        for index, name in enumerate(chosen):
+            if name not in profiles:
+                self._add((*loc, str(index)), f"no shape profile named '{name}'",
+                          did_you_mean(name, profiles) or
+                          f"shape profiles: {', '.join(profiles)}")
+            elif chosen.index(name) != index:
+                self._add((*loc, str(index)), f"shape profile '{name}' is listed twice",
+                          "list each profile once; the first is the build shape")
+
+    def _budgets(self, gates: Gates, loc: tuple[str, ...],
+                 chosen: list[str] | None = None) -> None:
+        """A per-profile latency budget names the profiles the target is measured at."""
         if gates.latency is None or not isinstance(gates.latency.budget_ms, dict):
             return
-        profiles = list(self.recipe.shapes) or [EXAMPLE]
+        profiles = [p for p in chosen or self.recipe.shapes if p in self.recipe.shapes] \
+            or [EXAMPLE]
         for profile in gates.latency.budget_ms:
             if profile not in profiles:
                 self._add((*loc, profile), f"no shape profile named '{profile}'",
@@ -325,12 +357,26 @@ class _CrossCheck:
         for index, gate in enumerate(gates.accuracy_gates):
             here = (*loc, str(index)) if listed else loc
             self._dataset(gate.dataset, (*here, "dataset"))
+            self._box_labels(gate, here)
             for key in ("output", "boxes", "scores", "classes"):
                 named = getattr(gate, key)
                 if named is not None and named not in self.recipe.outputs:
                     self._add((*here, key), f"no model output named '{named}'",
                               did_you_mean(named, self.recipe.outputs)
                               or f"outputs: {', '.join(self.recipe.outputs)}")
+
+    def _box_labels(self, gate: AccuracyGate, here: tuple[str, ...]) -> None:
+        """A limit against labelled boxes needs a dataset that declares them."""
+        dataset = self.recipe.datasets.get(gate.dataset)
+        if dataset is None or (isinstance(dataset, ImageFolder) and dataset.box_labels):
+            return
+        for key in LABELLED_BOX_KEYS:
+            if getattr(gate, key) is not None:
+                self._add((*here, key), f"{key} is for labelled boxes, and dataset "
+                          f"'{gate.dataset}' has none",
+                          "declare them on the dataset: `labels: {format: yolo, path: "
+                          "<folder>}` or `{format: coco, path: <file.json>}` (an images "
+                          "dataset), or use min_map50 (agreement with FP32)")
 
     def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
         if name not in self.recipe.datasets:

@@ -107,9 +107,12 @@ class AccuracyTask(StrEnum):
 
 CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement")
 VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr")
-DETECTION_LIMITS = ("min_box_agreement", "min_map50", "min_score_agreement")
+DETECTION_LIMITS = ("min_box_agreement", "min_map50", "min_score_agreement",
+                    "min_map50_labels", "max_map50_labels_drop")
+# Keys that need a dataset with labelled boxes.
+LABELLED_BOX_KEYS = ("min_map50_labels", "max_map50_labels_drop", "labels_iou_threshold")
 DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshold",
-                  "score_tolerance")
+                  "score_tolerance", "labels_iou_threshold")
 
 
 class AccuracyGate(Strict):
@@ -161,15 +164,26 @@ class AccuracyGate(Strict):
     min_score_agreement: float | None = Field(
         None, ge=0, le=100, description="Detection: matched boxes whose score is within "
         "score_tolerance of FP32's, percent.")
+    min_map50_labels: float | None = Field(
+        None, ge=0, le=100, description="Detection: mAP at IoU iou_threshold of the build's "
+        "detections against the dataset's labelled boxes (`labels: {format: yolo | coco, "
+        "path}`), percent; FP32's own is reported beside it.")
+    max_map50_labels_drop: float | None = Field(
+        None, ge=0, le=100, description="Detection: FP32's mAP against the labelled boxes "
+        "minus the build's, points.")
     score_threshold: float = Field(0.5, gt=0, lt=1, description="Detection: FP32 boxes "
                                    "scoring at least this are the ones to find.")
     iou_threshold: float = Field(0.5, gt=0, le=1, description="Detection: IoU of a match.")
     score_tolerance: float = Field(0.05, gt=0, le=1, description="Detection: largest score "
                                    "difference of an agreeing match.")
+    labels_iou_threshold: float | None = Field(
+        None, gt=0, le=1, description="Detection: IoU of a match with a labelled box "
+        "(min_map50_labels); default: iou_threshold. Hand-drawn boxes and a model's boxes "
+        "follow different conventions, which a lower IoU can forgive.")
 
     _check_percent = field_validator(
         "min_top1", "min_top5", "min_top1_agreement", "min_box_agreement", "min_map50",
-        "min_score_agreement", mode="after"
+        "min_score_agreement", "min_map50_labels", mode="after"
     )(_percent)
 
     @model_validator(mode="after")
@@ -420,6 +434,12 @@ class TargetEntry(Strict):
         default_factory=dict, description="Overrides of the profile's backend options."
     )
     measure: MeasureOverrides | None = None
+    shapes: list[str] | None = Field(
+        None, min_length=1, description="The shape profiles (of the recipe's `shapes:`) "
+        "this target is built and measured at, default all of them. The first is its build "
+        "shape: TFLite pins it, OpenVINO static IR is built at it, TensorRT takes it as the "
+        "opt shape. One target per size is how a backend with fixed shapes serves an image "
+        "pyramid (docs/recipes.md#shape-profiles).")
     gates: Gates = Field(default_factory=Gates)
     search: Search | None = Field(
         None, description="Try several configurations and keep the fastest that passes "
@@ -465,13 +485,32 @@ class Recipe(Strict):
 
     _check_op_types = field_validator("custom_ops")(check_op_types)
 
-    def io_declarations(self) -> dict[str, Any]:
+    def io_declarations(self, target: str | None = None,
+                        build_profile: str | None = None) -> dict[str, Any]:
         """What every stage is told about the model's tensors (and keyed on): inputs,
-        outputs, and the shape profiles when the recipe declares any."""
-        io: dict[str, Any] = {"inputs": [t.model_dump(mode="json") for t in self.inputs],
-                              "outputs": list(self.outputs)}
-        if self.shapes:
-            io["shapes"] = {name: dict(sizes) for name, sizes in self.shapes.items()}
+        outputs, and the shape profiles when the recipe declares any.
+
+        For a target whose entry selects profiles (`shapes: [p256]`), only those, and
+        the first one's sizes become the inputs' example shapes: every backend that
+        fixes a shape builds at the example shape, so that is how it builds at p256.
+        A shared stage that fixes shapes is told its `build_profile` the same way.
+        """
+        inputs = [t.model_dump(mode="json") for t in self.inputs]
+        io: dict[str, Any] = {"inputs": inputs, "outputs": list(self.outputs)}
+        if not self.shapes:
+            return io
+        entry = self.targets.get(target.split("[", 1)[0]) if target else None
+        selected = entry.shapes if entry is not None else None
+        if build_profile is not None:
+            selected = [build_profile]
+        chosen = selected or list(self.shapes)
+        io["shapes"] = {name: dict(self.shapes[name]) for name in chosen}
+        if selected:
+            from edgebuild.core.shapes import resolve
+
+            build = resolve(inputs, {chosen[0]: self.shapes[chosen[0]]})[chosen[0]]
+            for tensor in inputs:
+                tensor["shape"] = build[tensor["name"]]
         return io
 
     @field_validator("shapes")

@@ -41,15 +41,17 @@ class PNet(nn.Module):
         x = self.prelu3(self.conv3(x))
         prob = torch.softmax(self.conv4_1(x), dim=1)[:, 1:2]  # [1, 1, h, w]: face
         reg = self.conv4_2(x)  # [1, 4, h, w]: x1, y1, x2, y2 offsets in window sizes
-        h, w = int(prob.shape[2]), int(prob.shape[3])
-        ys = torch.arange(h, dtype=torch.float32).view(h, 1).expand(h, w)
-        xs = torch.arange(w, dtype=torch.float32).view(1, w).expand(h, w)
+        # The grid follows the feature map's size, kept symbolic (no int()): the export
+        # then takes any image size, which is what an image pyramid needs.
+        h, w = prob.shape[2], prob.shape[3]
+        ys = torch.arange(h, dtype=torch.float32).unsqueeze(1).expand(h, w)
+        xs = torch.arange(w, dtype=torch.float32).unsqueeze(0).expand(h, w)
         corners = torch.stack([xs, ys, xs + CELL / STRIDE, ys + CELL / STRIDE]) * STRIDE
         boxes = corners.unsqueeze(0) + reg * CELL  # [1, 4, h, w]
         # Channels last, then flattened: the same order as flatten(2).transpose(1, 2),
         # which onnx2tf (TFLite) converts without its last transpose ([1, 4, h*w] out).
-        return (boxes.permute(0, 2, 3, 1).reshape(1, h * w, 4),  # [1, h*w, 4]
-                prob.permute(0, 2, 3, 1).reshape(1, h * w, 1))   # [1, h*w, 1]
+        return (boxes.permute(0, 2, 3, 1).reshape(1, -1, 4),  # [1, h*w, 4]
+                prob.permute(0, 2, 3, 1).reshape(1, -1, 1))   # [1, h*w, 1]
 
 
 def build() -> nn.Module:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.core.shapes import EXAMPLE, bounds, fits, resolve
-from edgebuild.errors import RecipeError
+from edgebuild.core.op import IoSpec
+from edgebuild.core.shapes import EXAMPLE, bounds, calibration_profile, fits, resolve
+from edgebuild.errors import RecipeError, StageError
 from edgebuild.plan.planner import build_plan
 from edgebuild.recipe.loader import load_recipe
 
@@ -42,6 +43,32 @@ def test_fits_treats_names_and_negative_dims_as_dynamic() -> None:
     assert fits((-1, 32), [4, 32])
     assert not fits((1, 32), [1, 64])
     assert not fits((1, 32), [1, 32, 1])
+
+
+def test_fits_reads_bounded_dims_in_openvinos_notation() -> None:
+    assert fits((1, 3, "16..64", "?"), [1, 3, 16, 500])
+    assert fits((1, 3, "16..64", "24..96"), [1, 3, 64, 24])
+    assert not fits((1, 3, "16..64", "24..96"), [1, 3, 8, 24])
+    assert not fits((1, 3, "16..64", "24..96"), [1, 3, 16, 97])
+    assert fits((1, "16.."), [1, 4096])  # no upper bound
+
+
+def test_calibration_data_must_be_at_a_profile_or_the_built_shape() -> None:
+    inputs = [{"name": "image", "shape": [1, 3, 32, 48], "dynamic_axes": {2: "h", 3: "w"}}]
+    io = IoSpec(inputs, ["heat"], {"small": {"h": 16, "w": 24}, "large": {"h": 64, "w": 96}})
+    assert calibration_profile("quantize", "d", {"image": [1, 3, 64, 96]}, io) == "large"
+    with pytest.raises(StageError, match=r"quantize: calibration dataset 'd' has samples of "
+                       r"image \[1, 3, 32, 48\], which is none of the recipe's shape profiles "
+                       r"\(small: image \[1, 3, 16, 24\]; large: image \[1, 3, 64, 96\]\)"):
+        calibration_profile("quantize", "d", {"image": [1, 3, 32, 48]}, io)
+    # A static IR built at the example shape takes data at that shape only.
+    built = {"image": [1, 3, 32, 48]}
+    assert calibration_profile("q", "d", {"image": [1, 3, 32, 48]}, io, built) is None
+    with pytest.raises(StageError, match=r"static IR is built at image \[1, 3, 32, 48\]"):
+        calibration_profile("q", "d", {"image": [1, 3, 64, 96]}, io, built)
+    # Without `shapes:` (and not static), the example shape promises nothing about data.
+    plain = IoSpec(inputs, ["heat"])
+    assert calibration_profile("q", "d", {"image": [1, 3, 8, 8]}, plain) is None
 
 
 RECIPE = """\
@@ -138,3 +165,56 @@ def test_two_datasets_get_one_reference_and_one_infer_each(tmp_path: Path) -> No
     # Same output on two datasets is allowed; twice on one dataset is not.
     text = problems(tmp_path, RECIPE.replace("{dataset: long, task", "{dataset: short, task"))
     assert "two accuracy gates check the same output on the same dataset" in text
+
+
+PER_SIZE = RECIPE.replace("""      latency: {budget_ms: {short: 3, long: 12}}
+""", """      latency: {budget_ms: {short: 3, long: 12}}
+  android:
+    shapes: [short]
+    gates: {latency: {budget_ms: {short: 4}}}
+  android-long:
+    profile: android
+    shapes: [long, short]
+    gates: {latency: {budget_ms: 20}}
+""")
+
+
+def test_a_target_built_at_a_chosen_profile_sees_it_as_the_example_shape(
+        tmp_path: Path) -> None:
+    recipe = load(tmp_path, PER_SIZE).recipe
+    assert recipe.io_declarations("host-cpu") == recipe.io_declarations()
+    io = recipe.io_declarations("android-long")
+    assert io["shapes"] == {"long": {"sequence": 128}, "short": {"sequence": 16}}
+    assert [t["shape"] for t in io["inputs"]] == [[1, 128], [1, 128]]
+    io = recipe.io_declarations("android")
+    assert io["shapes"] == {"short": {"sequence": 16}}
+    assert [t["shape"] for t in io["inputs"]] == [[1, 16], [1, 16]]
+    # A shared stage that pins shapes is told its build profile the same way.
+    assert recipe.io_declarations(None, "long")["inputs"][0]["shape"] == [1, 128]
+
+
+def test_targets_built_at_different_sizes_get_their_own_shape_fixing_stage(
+        tmp_path: Path) -> None:
+    plan = build_plan(load(tmp_path, PER_SIZE))
+    stages = {s.id: s for s in (plan.graph.nodes[n]["stage"] for n in plan.graph)}
+    pinned = {s.id: s.build_profile for s in stages.values() if s.op == "onnx-to-tf"}
+    assert pinned == {"onnx-to-tf[short]": "short", "onnx-to-tf[long]": "long"}
+    assert stages["compile@android-long"].upstream == ["onnx-to-tf[long]"]
+    # Stages that do not fix shapes stay shared by every target.
+    assert sum(1 for s in stages.values() if s.op == "export-onnx") == 1
+
+
+def test_a_target_chooses_declared_profiles_once_and_budgets_only_those(
+        tmp_path: Path) -> None:
+    text = problems(tmp_path, PER_SIZE.replace("shapes: [short]", "shapes: [shrt]"))
+    assert "targets.android.shapes.0: no shape profile named 'shrt'" in text
+    assert "did you mean 'short'?" in text
+    text = problems(tmp_path, PER_SIZE.replace("shapes: [long, short]", "shapes: [long, long]"))
+    assert "targets.android-long.shapes.1: shape profile 'long' is listed twice" in text
+    text = problems(tmp_path, PER_SIZE.replace("{budget_ms: {short: 4}}",
+                                               "{budget_ms: {short: 4, long: 9}}"))
+    assert "targets.android.gates.latency.budget_ms.long: no shape profile named 'long'" in text
+    text = problems(tmp_path, PER_SIZE.replace("shapes:\n  short: {sequence: 16}\n"
+                                               "  long: {sequence: 128}\n", "").replace(
+        "{short: 3, long: 12}", "5").replace("{short: 4}", "5"))
+    assert "targets.android.shapes: the recipe declares no shape profiles" in text

@@ -88,7 +88,8 @@ class OpenVinoQuantizeParams(BaseModel):
 
 class OpenVinoQuantize(Op):
     name = "openvino-quantize"
-    version = 2  # 2: model_type
+    version = 3  # 3: calibrates the IR at the shapes the target builds it at
+    target_specific = True  # the target's `shapes` option decides the IR's shapes
     Params = OpenVinoQuantizeParams
     accepts = ("onnx",)
     produces = "openvino-ir"
@@ -98,6 +99,7 @@ class OpenVinoQuantize(Op):
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         from edgebuild.backends.openvino import ir
+        from edgebuild.core.shapes import calibration_profile, sample_shapes
 
         p: OpenVinoQuantizeParams = params
         ov = ir.load_openvino()
@@ -107,7 +109,14 @@ class OpenVinoQuantize(Op):
 
         model = ov.convert_model(str(ctx.input().main), **convert_kwargs(ctx.input().main))
         ir.name_outputs(model, ir.onnx_output_names(ctx.input().main))
+        ir_shapes, built = _shape_as_target(ov, model, ctx)
         calibration = ctx.dataset(p.dataset)
+        shapes = sample_shapes(calibration)
+        profile = calibration_profile("openvino-quantize", p.dataset, shapes, ctx.io, built)
+        if p.mode is Mode.ACCURACY_CONTROL and p.validation_dataset is not None:
+            validation = p.validation_dataset
+            calibration_profile("openvino-quantize", validation,
+                                sample_shapes(ctx.dataset(validation)), ctx.io, built)
         common: dict[str, Any] = {
             "preset": nncf.QuantizationPreset(p.preset),
             "target_device": nncf.TargetDevice(p.target_device),
@@ -119,7 +128,8 @@ class OpenVinoQuantize(Op):
         info: dict[str, Any] = {"nncf": nncf.__version__, "calibration_dataset": p.dataset,
                                 "calibration_samples": common["subset_size"],
                                 "preset": p.preset, "target_device": p.target_device,
-                                "model_type": p.model_type}
+                                "model_type": p.model_type, "calibration_shapes": shapes,
+                                "calibration_profile": profile, "ir_shapes": ir_shapes}
         items = [(calibration.feed(i), -1) for i in range(len(calibration))]
         calibration_set = nncf.Dataset(items, _feeds)
         if p.mode is Mode.DEFAULT:
@@ -137,6 +147,25 @@ class OpenVinoQuantize(Op):
         return OpResult(main="model.xml", format="openvino-ir",
                         metadata={"openvino": ir.version(), "quantization": info,
                                   "graph": graph})
+
+
+def _shape_as_target(ov: Any, model: Any, ctx: StageContext
+                     ) -> tuple[dict[str, str], dict[str, list[int]] | None]:
+    """Shape the converted model as the target's compile will (static: fixed at the
+    built shape; dynamic: bounded by the profiles), so NNCF calibrates the IR that is
+    built. Returns the IR's input shapes and, for a static IR, the built shapes the
+    calibration data must have."""
+    from edgebuild.backends.openvino.backend import OpenVinoOptions, Shapes, shape_model
+
+    if ctx.target is None or ctx.target.backend != "openvino":
+        return {i.get_any_name(): str(i.get_partial_shape()) for i in model.inputs}, None
+    options = OpenVinoOptions.model_validate(ctx.target.options)
+    ir_shapes = shape_model(ov, model, options, ctx.io)
+    if options.shapes is not Shapes.STATIC:
+        return ir_shapes, None
+    built = {i.get_any_name(): [d.get_length() for d in i.get_partial_shape()]
+             for i in model.inputs}
+    return ir_shapes, built
 
 
 def _load_nncf() -> Any:

@@ -38,7 +38,20 @@ class OpenVinoRunner(Runner):
     def _reshape(self, shapes: dict[str, list[int]]) -> None:
         """A static IR built at the example shape: reshape the model to the profile's shapes
         and compile it again (what an app does for a new input size); OpenVINO's refusal
-        (a Reshape constant baked for the old size) is a ShapeError naming the input."""
+        (a Reshape constant baked for the old size) is a ShapeError naming the input.
+
+        A dynamic IR is never reshaped: it takes every size its dims allow, so a shape
+        asked for here is outside the bounds `shapes: dynamic` set from the profiles
+        (backend.shape_model), and reshaping would silently drop them."""
+        for name in sorted(shapes):
+            dims = self._inputs[name][0]
+            if any(isinstance(d, str) for d in dims):
+                shown = "[" + ", ".join(str(d) for d in dims) + "]"
+                raise ShapeError(
+                    f"input '{name}' of this dynamic IR takes {shown} (its dynamic dims "
+                    f"bounded by the recipe's shape profiles); {shapes[name]} is outside",
+                    "add a profile of this size to `shapes:` (the bounds span the "
+                    "profiles), or give the dataset a size within them")
         ov = ir.load_openvino()
         core = ov.Core()
         model = core.read_model(str(self.model))

@@ -75,6 +75,7 @@ class OnnxToTf(Op):
     accepts = ("onnx",)
     produces = "tf-savedmodel"
     tools: ClassVar[tuple[str, ...]] = ("onnx2tf", "tensorflow-cpu", "tf-keras", "onnx")
+    fixes_shapes: ClassVar[bool] = True
     summary = "ONNX (NCHW) -> TensorFlow SavedModel (NHWC) with onnx2tf"
     extra = "tflite"
 

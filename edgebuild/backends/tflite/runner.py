@@ -93,6 +93,7 @@ class TfliteRunner(Runner):
             try:
                 interpreter.resize_tensor_input(tensor["index"], model_shape, strict=False)
             except Exception as exc:
+                self._activate()
                 raise self._refused(tensor["name"], shape, exc) from exc
         names = sorted(shapes)
         try:
@@ -102,6 +103,9 @@ class TfliteRunner(Runner):
                 interpreter.set_tensor(tensor["index"], to_model(zeros, tensor))
             interpreter.invoke()
         except Exception as exc:
+            # A refused resize leaves the interpreter at the refused size: load it
+            # again, so the next profile (or the built shape) still runs.
+            self._activate()
             raise self._refused(", ".join(names), shapes, exc) from exc
         by_name = {t["name"]: t for t in resized}
         self._inputs = [by_name.get(t["name"], t) for t in self._inputs]

@@ -119,3 +119,69 @@ def test_tflite_resizes_the_pinned_model(project: Path) -> None:
     assert small["status"] == large["status"] == "passed", (small, large)
     assert large["measured"]["p50"] > 2 * small["measured"]["p50"]
     print("android", small["measured"]["p50"], large["measured"]["p50"])
+
+
+FLAT = f"""\
+name: flat
+model: {{factory: {HERE}/flat_net.py:build}}
+inputs: [{{name: image, shape: [1, 3, 32, 48], dynamic_axes: {{2: height, 3: width}}}}]
+outputs: [logits]
+shapes:
+  built: {{height: 32, width: 48}}
+  small: {{height: 16, width: 24}}
+targets:
+  android:
+    options: {{latency_on: host}}
+    measure: {{min_seconds: 0.1, min_iterations: 5, max_busy_share: null}}
+    gates:
+      latency: {{budget_ms: 1000}}
+"""
+
+
+@pytest.mark.tflite
+def test_tflite_that_cannot_resize_fails_the_profile_row(tmp_path: Path) -> None:
+    """A conv net flattened into a Linear: its ONNX names H/W dynamic, but the TFLite
+    model (and the Linear) only takes the example size. The other profile is a failed
+    `latency[small]` row with the runner's message and hint; the built one is timed."""
+    pytest.importorskip("ai_edge_litert", reason="the TFLite backend needs ai-edge-litert")
+    (tmp_path / "flat.yaml").write_text(FLAT)
+    run = edgebuild("run", str(tmp_path / "flat.yaml"), "--out", str(tmp_path / "build"),
+                    "--cache", str(tmp_path / "cache"))
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.returncode == 1, run.stdout + run.stderr  # a failed gate, not a crash
+    report = json.loads((tmp_path / "build" / "report.json").read_text())
+    gates = {g["gate"]: g for t in report["targets"] for g in t["gates"]}
+    assert gates["latency[built]"]["status"] == "passed", gates["latency[built]"]
+    small = gates["latency[small]"]
+    assert small["status"] == "failed", small
+    assert "pinned at the example shape and cannot be resized for input 'image' to " \
+        "{'image': [1, 3, 16, 24]}" in small["message"], small["message"]
+    assert "remove the size from `shapes:`" in small["message"]
+
+
+@pytest.mark.onnxruntime
+def test_baseline_is_compared_per_profile(project: Path) -> None:
+    """`run --baseline` times the baseline's artifact against this build's at each
+    profile: one `regression[<profile>]` gate per profile, each from its own pair."""
+    recipe = RECIPE.split("  ov-static:")[0]
+    first = _run(project, recipe, "host-cpu")
+    assert "regression[small]" not in first["host-cpu"]  # nothing to compare with yet
+    again = edgebuild("run", str(project / "shapes.yaml"), "--out", str(project / "again"),
+                      "--cache", str(project / "cache"), "--baseline",
+                      str(project / "build" / "report.json"))
+    assert again.returncode in (0, 1), again.stdout + again.stderr
+    report = json.loads((project / "again" / "report.json").read_text())
+    gates = {g["gate"]: g for t in report["targets"] for g in t["gates"]}
+    assert "regression" not in gates
+    compare = next(s for s in report["stages"] if s["id"].startswith("compare-latency"))
+    rows = compare["metadata"]["profiles"]
+    assert set(rows) == {"small", "large"}
+    # Each profile was timed as its own pair at its own size: 16x the pixels, slower.
+    assert rows["large"]["baseline_p50"] > 2 * rows["small"]["baseline_p50"], rows
+    assert rows["large"]["candidate_p50"] > 2 * rows["small"]["candidate_p50"], rows
+    for profile in ("small", "large"):
+        gate = gates[f"regression[{profile}]"]
+        assert gate["details"]["profile"] == profile
+        assert gate["status"] in ("passed", "undecided"), gate  # the same model, twice
+        assert 0.5 < gate["measured"]["ratio"] < 2, gate
+        assert gate["message"].startswith(f"{profile}: ")
