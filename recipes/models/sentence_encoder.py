@@ -52,33 +52,12 @@ class SentenceEncoder(nn.Module):
         # Runtime's attention fusion does not recognise; the values are the same.
         extended = attention_mask[:, None, None, :].to(torch.float32)
         extended = (1.0 - extended) * torch.finfo(torch.float32).min
-        hidden = embeddings(self.bert.embeddings, input_ids)
+        hidden = self.bert.embeddings(input_ids=input_ids)
         tokens = self.bert.encoder(hidden, attention_mask=extended).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
         summed = (tokens * mask).sum(dim=1)
         mean = summed / mask.sum(dim=1).clamp(min=1e-9)
         return nn.functional.normalize(mean, p=2.0, dim=1)
-
-
-def embeddings(emb: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    """BERT's embeddings with the token type written as the constant it is.
-
-    The same sums in the same order as `BertEmbeddings` (words + token type, then
-    + positions, LayerNorm): every token has type 0, so the token-type term is row 0
-    of its table, a [1, 384] constant, instead of a Gather over an id tensor that
-    transformers builds from a buffer with Slice/GatherElements/Expand. onnx2tf
-    (1.29) laid that dynamic-shaped branch out wrongly and could not add it to the
-    word embeddings. The position ids 0 .. S-1 are counted from the ids themselves
-    (a cumulative sum of ones shaped like `input_ids`) rather than sliced from a
-    512-long buffer: their shape then follows from the input's by plain shape
-    inference, so a converter that pins the input at [1, 16] sees [1, 16, 384]
-    embeddings on both sides of the Add (onnx2tf guessed a transpose for the
-    unknown-shaped slice), while the graph still computes them for any length.
-    """
-    words = emb.word_embeddings(input_ids) + emb.token_type_embeddings.weight[:1]
-    ones = input_ids * 0 + 1
-    positions = emb.position_embeddings(ones.cumsum(dim=1) - 1)
-    return emb.dropout(emb.LayerNorm(words + positions))
 
 
 def bert_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
