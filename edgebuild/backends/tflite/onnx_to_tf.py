@@ -15,13 +15,13 @@ Two things onnx2tf does by itself are taken over here:
   calibration uses the recipe's dataset in the backend).
 - Its NonMaxSuppression converter reads the thresholds only from initializers
   (a `Constant` node's output makes it fail with "Cannot convert '' to
-  EagerTensor"), so the Constant nodes that feed NMS are made initializers on the
-  private copy it converts. Only those: its pattern matchers read other
-  constants as TensorFlow tensors (`.numpy()`) — GELU's Div/Erf/Add/Mul/Mul is
-  fused into TFLite's GELU only when its 1.4142 is one, else a bare `Erf` is left
-  that TFLite has no builtin for. Even fed a Constant, its fused GELU gave wrong
-  numbers (max error 1.0 after one BERT layer). So the divisor is left an
-  initializer (no fusion) and the bare Erf is converted with
+  EagerTensor"), so Constant nodes are made initializers on the private copy it
+  converts (all of them: left as Constants, an `Expand` of a constant makes it
+  fail on MTCNN's anchor grid). That also keeps onnx2tf from fusing GELU's
+  Div/Erf/Add/Mul/Mul into TFLite's GELU — its matcher only fires when the 1.4142
+  divisor is a TensorFlow tensor, i.e. a Constant node — and that fusion gave wrong
+  numbers (max error 1.0 after one BERT layer). TFLite has no builtin Erf, so the
+  bare Erf is converted with
   `replace_to_pseudo_operators=["erf"]` — lowercase: onnx2tf's Erf converter looks
   for "erf" (its CLI lowercases the names, its Python API does not; "Erf" is
   silently ignored) — which writes Abramowitz-Stegun 7.1.26 in plain arithmetic,
@@ -33,7 +33,8 @@ Two things onnx2tf does by itself are taken over here:
   static [1, 16, 384] operand of a residual Add by transposing it to [1, 384, 16].
   The pinned copy is given shapes inferred with data propagation (every such
   Reshape becomes [1, 16, 12, 32]), and onnx2tf's own renaming pass — which
-  re-infers shapes without it — is replaced by naming unnamed nodes here. It also pads NMS's selected indices with index 0 by default — a real
+  re-infers shapes without it — is replaced by naming unnamed nodes here.
+- It pads NMS's selected indices with index 0 by default — a real
   box — where ONNX returns only the boxes kept; `output_nms_with_dynamic_tensor`
   keeps ONNX's semantics (a dynamic-length tensor inside the model; a fixed-size
   output such as `model.prepost`'s padding stays fixed).
@@ -73,7 +74,7 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    version = 6  # 6: pseudo Erf (5: data-propagated shapes, NMS-only initializers)
+    version = 6  # 6: pseudo Erf, data-propagated shapes; 4: Constants as initializers
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -163,7 +164,7 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
         else:
             shutil.copyfile(source, private)
         name_nodes_and_infer_shapes(private)
-        constants_to_initializers(private, only_into=("NonMaxSuppression",))
+        constants_to_initializers(private)
         return _convert_file(private, destination, keep_nchw)
 
 
@@ -178,30 +179,25 @@ def name_nodes_and_infer_shapes(path: Path) -> None:
         if not node.name:
             node.name = f"sng_{node.op_type}_{index}"
     del model.graph.value_info[:]
-    try:
+    # onnx2tf converts without stored shapes too; shapes are a help
+    with contextlib.suppress(Exception):
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # onnx2tf converts without stored shapes too; shapes are a help
-        pass
     onnx.save(model, str(path))
 
 
-def constants_to_initializers(path: Path, only_into: tuple[str, ...] | None = None) -> None:
-    """Rewrite `path` with tensor-valued `Constant` nodes as initializers: every one, or
-    with `only_into`, those read by a node of one of these op types.
+def constants_to_initializers(path: Path) -> None:
+    """Rewrite `path` with each tensor-valued `Constant` node as an initializer.
 
     onnx2tf turns a Constant node into a TensorFlow tensor, and some of its converters
-    (NonMaxSuppression's thresholds) only handle an initializer's NumPy value.
+    (NonMaxSuppression's thresholds, Expand) only handle an initializer's NumPy value.
     """
     import onnx
 
     model = onnx.load(str(path))
     graph = model.graph
-    read = {name for node in graph.node if only_into is None or node.op_type in only_into
-            for name in node.input}
     kept = []
     for node in graph.node:
         if (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-                and node.output[0] in read
                 and [a.name for a in node.attribute] == ["value"]):
             tensor = onnx.helper.get_attribute_value(node.attribute[0])
             tensor.name = node.output[0]
