@@ -16,7 +16,25 @@ Two things onnx2tf does by itself are taken over here:
 - Its NonMaxSuppression converter reads the thresholds only from initializers
   (a `Constant` node's output makes it fail with "Cannot convert '' to
   EagerTensor"), so Constant nodes are made initializers on the private copy it
-  converts. It also pads NMS's selected indices with index 0 by default — a real
+  converts (all of them: left as Constants, an `Expand` of a constant makes it
+  fail on MTCNN's anchor grid). That also keeps onnx2tf from fusing GELU's
+  Div/Erf/Add/Mul/Mul into TFLite's GELU — its matcher only fires when the 1.4142
+  divisor is a TensorFlow tensor, i.e. a Constant node — and that fusion gave wrong
+  numbers (max error 1.0 after one BERT layer). TFLite has no builtin Erf, so the
+  bare Erf is converted with
+  `replace_to_pseudo_operators=["erf"]` — lowercase: onnx2tf's Erf converter looks
+  for "erf" (its CLI lowercases the names, its Python API does not; "Erf" is
+  silently ignored) — which writes Abramowitz-Stegun 7.1.26 in plain arithmetic,
+  |error| <= 1.5e-7. all-MiniLM-L6-v2 then comes out at cosine 1 - 5e-13 and max
+  absolute error 2.7e-7 of FP32 PyTorch's embedding at 16 and at 128 tokens.
+- It infers shapes with ONNX's plain shape inference, which leaves a Reshape to
+  `Concat(Shape(x)[0], Shape(x)[1], 12, 32)` (a transformer's head split) with
+  unknown dimensions even when the inputs are pinned; its Add then "fixes" the
+  static [1, 16, 384] operand of a residual Add by transposing it to [1, 384, 16].
+  The pinned copy is given shapes inferred with data propagation (every such
+  Reshape becomes [1, 16, 12, 32]), and onnx2tf's own renaming pass — which
+  re-infers shapes without it — is replaced by naming unnamed nodes here.
+- It pads NMS's selected indices with index 0 by default — a real
   box — where ONNX returns only the boxes kept; `output_nms_with_dynamic_tensor`
   keeps ONNX's semantics (a dynamic-length tensor inside the model; a fixed-size
   output such as `model.prepost`'s padding stays fixed).
@@ -56,7 +74,7 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    version = 4  # 4: Constant nodes as initializers; ONNX's NMS output; NHWC inputs kept
+    version = 6  # 6: pseudo Erf, data-propagated shapes; 4: Constants as initializers
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -145,15 +163,33 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
             pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
+        name_nodes_and_infer_shapes(private)
         constants_to_initializers(private)
         return _convert_file(private, destination, keep_nchw)
+
+
+def name_nodes_and_infer_shapes(path: Path) -> None:
+    """Name unnamed nodes as onnx2tf would (`sng_<op>_<n>`) and store shapes inferred
+    with data propagation, so a Reshape whose target is computed from `Shape` gets
+    static dimensions on a pinned model (the graph still computes them at run time)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = f"sng_{node.op_type}_{index}"
+    del model.graph.value_info[:]
+    # onnx2tf converts without stored shapes too; shapes are a help
+    with contextlib.suppress(Exception):
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    onnx.save(model, str(path))
 
 
 def constants_to_initializers(path: Path) -> None:
     """Rewrite `path` with each tensor-valued `Constant` node as an initializer.
 
     onnx2tf turns a Constant node into a TensorFlow tensor, and some of its converters
-    (NonMaxSuppression's thresholds) only handle an initializer's NumPy value.
+    (NonMaxSuppression's thresholds, Expand) only handle an initializer's NumPy value.
     """
     import onnx
 
@@ -189,6 +225,9 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
                 input_onnx_file_path=str(source),
                 keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
                 not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
+                # its renaming re-infers shapes without data propagation; named above
+                not_use_opname_auto_generate=True,
+                replace_to_pseudo_operators=["erf"],  # TFLite has no Erf (see top); lowercase
                 output_nms_with_dynamic_tensor=True,  # ONNX's NMS output, not index-0 padding
                 # onnx2tf would also write float32 and float16 .tflite files, which
                 # the backend builds itself at the precision asked for: 90 % of its
