@@ -6,6 +6,7 @@ milliseconds, and a changed limit never forces a re-measurement.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -351,25 +352,38 @@ def _subsample(path: Path, keep: int = 2000) -> list[float]:
 def _regression(target: str, gate: LatencyGate, stages: TargetStages,
                 execution: ExecutionResult, policy: Policy) -> list[GateResult]:
     """One result, `regression`; with shape profiles one per profile."""
-    run = execution.runs.get(stages.compare or "")
-    blocked = _blocked(target, "regression", run, policy)
+    return _paired(target, "regression", stages.compare, execution, policy,
+                   lambda name, folder, suffix, stats: _compared(
+                       target, name, gate, folder, suffix, stats, policy))
+
+
+Judge = Callable[[str, Path, str, dict[str, Any]], GateResult]
+
+
+def _paired(target: str, gate: str, stage: str | None, execution: ExecutionResult,
+            policy: Policy, judge: Judge) -> list[GateResult]:
+    """The gates of an interleaved A/B stage (compare-latency, compare-speed): one, or
+    with shape profiles `gate[<profile>]` each; `judge(name, folder, suffix, stats)`
+    decides one from the paired samples `*_ms<suffix>.npy` in `folder`."""
+    run = execution.runs.get(stage or "")
+    blocked = _blocked(target, gate, run, policy)
     if blocked is not None:
         return [blocked]
     assert run and run.artifact
     stats = run.artifact.metadata
     if "profiles" not in stats:
-        return [_compared(target, "regression", gate, run.artifact.path, "", stats, policy)]
+        return [judge(gate, run.artifact.path, "", stats)]
     results = []
     for profile, row in stats["profiles"].items():
-        name = f"regression[{profile}]"
+        name = f"{gate}[{profile}]"
         if "error" in row:
             results.append(GateResult(
                 target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
                 details={"profile": profile, "error": row["error"]},
                 message=f"{profile}: cannot compare at this profile's shapes: {row['error']}"))
             continue
-        result = _compared(target, name, gate, run.artifact.path, f"-{profile}",
-                           {**row, "conditions": stats.get("conditions")}, policy)
+        result = judge(name, run.artifact.path, f"-{profile}",
+                       {**row, "conditions": stats.get("conditions")})
         result.details["profile"] = profile
         result.message = f"{profile}: {result.message}"
         results.append(result)
@@ -402,29 +416,9 @@ def _speedup(target: str, gate: SpeedupGate, stages: TargetStages,
              execution: ExecutionResult, policy: Policy) -> list[GateResult]:
     """`speedup` (with shape profiles `speedup[<profile>]`): this build against target
     `gate.over`'s, timed interleaved by compare-speed."""
-    run = execution.runs.get(stages.speedup or "")
-    blocked = _blocked(target, "speedup", run, policy)
-    if blocked is not None:
-        return [blocked]
-    assert run is not None and run.artifact is not None
-    stats = run.artifact.metadata
-    rows = stats.get("profiles", {"": stats})
-    results = []
-    for profile, row in rows.items():
-        name = f"speedup[{profile}]" if profile else "speedup"
-        lead = f"{profile}: " if profile else ""
-        if "error" in row:
-            results.append(GateResult(
-                target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
-                details={"profile": profile, "error": row["error"]},
-                message=f"{lead}cannot compare at this profile's shapes: {row['error']}"))
-            continue
-        result = _faster(target, name, gate, run.artifact.path, f"-{profile}" if profile else "",
-                         {**row, "conditions": stats.get("conditions")}, policy)
-        result.details["profile"] = profile
-        result.message = lead + result.message
-        results.append(result)
-    return results
+    return _paired(target, "speedup", stages.speedup, execution, policy,
+                   lambda name, folder, suffix, stats: _faster(
+                       target, name, gate, folder, suffix, stats, policy))
 
 
 def _faster(target: str, name: str, gate: SpeedupGate, folder: Path, suffix: str,
