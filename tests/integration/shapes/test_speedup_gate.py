@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.conftest import edgebuild
@@ -87,4 +86,4 @@ def test_speedup_names_a_comparable_target(tmp_path: Path) -> None:
     assert "did you mean 'host-cpu'?" in run.stderr
     assert "targets.impossible.gates.speedup.over: a target cannot be compared with itself" \
         in run.stderr
-    np.testing.assert_equal(run.stdout.count("Traceback"), 0)
+    assert "Traceback" not in run.stdout + run.stderr
