@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.gates.latency import InterleavedTiming, refused
+from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
@@ -63,21 +63,25 @@ class CompareLatency(InterleavedTiming):
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
             for profile, shapes in io_profiles(ctx.io).items():
                 (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
-                if ctx.io.shapes:
-                    try:
-                        for runner in (base_runner, head_runner):
-                            runner.reshape(shapes)
-                            runner.infer(feeds)
-                    except Exception:
-                        rows[profile] = refused(shapes)
-                        continue
+                produced = []
+                try:
+                    for runner in (base_runner, head_runner):
+                        runner.reshape(shapes)
+                        produced.append(shapes_of(runner.infer(feeds)))
+                except Exception:
+                    if not ctx.io.shapes:
+                        raise
+                    rows[profile] = refused(shapes)
+                    continue
                 base, head = time_pair(lambda: base_runner.infer(feeds),  # noqa: B023
                                        lambda: head_runner.infer(feeds), settings)  # noqa: B023
                 suffix = f"-{profile}" if ctx.io.shapes else ""
                 np.save(ctx.out / f"baseline_ms{suffix}.npy", base)
                 np.save(ctx.out / f"candidate_ms{suffix}.npy", head)
                 rows[profile] = {"blocks": len(base), "baseline_p50": float(np.median(base)),
-                                 "candidate_p50": float(np.median(head))}
+                                 "candidate_p50": float(np.median(head)),
+                                 "baseline_output_shapes": produced[0],
+                                 "candidate_output_shapes": produced[1]}
         summary = {"profiles": rows} if ctx.io.shapes else rows[EXAMPLE]
         return self.finish(ctx, "comparison.json", summary, before)
 

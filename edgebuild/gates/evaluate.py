@@ -249,6 +249,7 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
             name=name)
         result.details["profile"] = profile
         result.details["shapes"] = row.get("shapes", {})
+        result.details["output_shapes"] = row.get("output_shapes", {})
         result.message = f"{profile} {_shapes_text(row.get('shapes', {}))}: {result.message}"
         results.append(result)
     return results

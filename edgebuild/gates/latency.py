@@ -114,7 +114,7 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
     (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
     try:
         runner.reshape(shapes)
-        runner.infer(feeds)  # a converter's baked-in shape fails here, not mid-timing
+        outputs = runner.infer(feeds)  # a converter's baked-in shape fails here, not mid-timing
     except Exception:
         if not ctx.io.shapes:
             raise  # the declared shapes themselves: the stage fails as it always did
@@ -130,7 +130,13 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
     summary = summarize(samples)
     summary["conditions"] = {**before, "load_average_after": after["load_average"],
                              "others_busy_share": busy, "settings": settings.model_dump()}
-    return {**summary, "shapes": shapes, "samples": samples}
+    # What the artifact produced at this profile: the proof that it ran at its size.
+    return {**summary, "shapes": shapes, "output_shapes": shapes_of(outputs),
+            "samples": samples}
+
+
+def shapes_of(arrays: dict[str, Any]) -> dict[str, list[int]]:
+    return {name: [int(d) for d in value.shape] for name, value in arrays.items()}
 
 
 RETRY_PAUSE_S = 5.0
