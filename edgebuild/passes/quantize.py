@@ -205,7 +205,7 @@ class QuantizeParams(BaseModel):
 
 class Quantize(Op):
     name = "quantize"
-    version = 6  # 6: the calibration data must match a shape profile
+    version = 7  # 7: entropy/percentile collect one sample at a time (NMS, profiles)
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"

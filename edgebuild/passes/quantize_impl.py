@@ -34,13 +34,21 @@ class _Reader:
     """onnxruntime's CalibrationDataReader protocol over our samples."""
 
     def __init__(self, samples: Samples) -> None:
-        self._feeds = iter(feeds(samples))
+        self._all = list(feeds(samples))
+        self._feeds = iter(self._all)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._feeds, None)
 
     def rewind(self) -> None:  # some ORT versions call it between calibration passes
         pass
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def set_range(self, start_index: int, end_index: int) -> None:
+        """ORT's strided calibration: collect from these samples only."""
+        self._feeds = iter(self._all[start_index:end_index])
 
 
 @dataclass
@@ -257,16 +265,34 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         extra["TensorQuantOverrides"] = {**overrides, **extra.get("TensorQuantOverrides", {})}
     if p.method == "percentile":
         extra["CalibPercentile"] = p.percentile
-    quantize_static(
-        source, destination, _Reader(calibration), quant_format=QuantFormat.QDQ,
-        op_types_to_quantize=p.op_types, per_channel=p.per_channel,
-        reduce_range=p.reduce_range is True,
-        activation_type=types[p.activation_type], weight_type=types[p.weight_type],
-        nodes_to_exclude=exclude, nodes_to_quantize=only,
-        calibrate_method=methods[p.method], extra_options=extra,
-        calibration_providers=["CPUExecutionProvider"],
-        calibration_cache_path=scratch / "calibration-ranges.json",
-    )
+    if p.method != "minmax":
+        # One sample per collection, histograms merged between them: ORT stacks a
+        # tensor's values over the samples of one collection, which fails when its
+        # shape varies (NMS keeps a different number of boxes per image; calibration
+        # at several shape profiles), and holds every intermediate tensor at once.
+        extra.setdefault("CalibStridedMinMax", 1)
+    from edgebuild.passes.ort_histograms import empty_tensors_skipped
+
+    try:
+        with empty_tensors_skipped():
+            quantize_static(
+                source, destination, _Reader(calibration), quant_format=QuantFormat.QDQ,
+                op_types_to_quantize=p.op_types, per_channel=p.per_channel,
+                reduce_range=p.reduce_range is True,
+                activation_type=types[p.activation_type], weight_type=types[p.weight_type],
+                nodes_to_exclude=exclude, nodes_to_quantize=only,
+                calibrate_method=methods[p.method], extra_options=extra,
+                calibration_providers=["CPUExecutionProvider"],
+                calibration_cache_path=scratch / "calibration-ranges.json",
+            )
+    except ValueError as exc:
+        if "Quantization parameters are not specified" not in str(exc):
+            raise
+        raise StageError(
+            f"calibration gave no values for a tensor to quantize ({str(exc).split(chr(10))[0]})",
+            "it was empty on every calibration sample, as after a NonMaxSuppression that keeps "
+            "no box: calibrate on images where the model detects something, or keep the "
+            "post-processing in float (quantize.op_types, exclude_nodes)") from exc
     for leftover in Path.cwd().glob("augmented_model*.onnx"):  # older ORT writes it to cwd
         leftover.unlink()
     if p.preset != "tensorrt":  # per-axis activation DQ is ONNX Runtime's fix, not TensorRT's

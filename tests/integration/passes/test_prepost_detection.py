@@ -104,3 +104,51 @@ def test_openvino_nms_equals_numpy(setup: dict[str, Any]) -> None:
                                        {"INFERENCE_PRECISION_HINT": "f32"})
     result = compiled({"image": setup["image"]})
     check([result[o] for o in compiled.outputs], setup)
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_histogram_calibration_of_a_graph_with_nms(setup: dict[str, Any], tmp_path: Path,
+                                                   method: str) -> None:
+    """ONNX Runtime's histogram calibrators stack each tensor over the calibration samples,
+    which failed ("inhomogeneous shape") once NMS kept a different number of boxes per
+    image. Calibrated one sample at a time, the quantized detector still finds the face."""
+    import onnx
+    import onnxruntime as ort
+    import skimage
+    from PIL import Image
+
+    from edgebuild.data.loaders import Samples
+    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.passes import quantize_impl as impl
+    from edgebuild.passes.quantize import QuantizeParams
+
+    data = Path(skimage.__file__).parent / "data"
+    photos = [np.asarray(letterbox(Image.open(data / name).convert("RGB"), 128, 128, 114))
+              for name in ("astronaut.png", "camera.png", "coffee.png")]
+    blank = np.full((128, 128, 3), 114, np.uint8)  # no detections at all: empty tensors
+    samples = Samples({"image": np.stack([*photos, blank])}, None, ["a", "b", "c", "blank"])
+    p = QuantizeParams(mode="static", calibration="c", method=method)
+    quantized = tmp_path / f"{method}.onnx"
+    impl.quantize(setup["onnx"], quantized, p, samples, [], tmp_path)
+
+    ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
+    assert {"QuantizeLinear", "NonMaxSuppression"} <= ops
+    session = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
+    boxes, scores, _ = (np.asarray(o)[0] for o in session.run(None, {"image": setup["image"]}))
+    overlap = iou_matrix(boxes[:1], setup["boxes"][:1])[0, 0]
+    assert scores[0] > 0 and overlap > 0.5, (boxes[0], setup["boxes"][0])
+
+
+def test_calibration_without_a_single_detection_says_so(setup: dict[str, Any],
+                                                        tmp_path: Path) -> None:
+    from edgebuild.data.loaders import Samples
+    from edgebuild.errors import StageError
+    from edgebuild.passes import quantize_impl as impl
+    from edgebuild.passes.quantize import QuantizeParams
+
+    blank = np.full((2, 128, 128, 3), 114, np.uint8)  # NMS keeps nothing on either
+    p = QuantizeParams(mode="static", calibration="c", method="entropy")
+    with pytest.raises(StageError) as raised:
+        impl.quantize(setup["onnx"], tmp_path / "q.onnx", p,
+                      Samples({"image": blank}, None, ["a", "b"]), [], tmp_path)
+    assert "empty on every calibration sample" in str(raised.value.hint)
