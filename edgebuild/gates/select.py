@@ -11,17 +11,23 @@ is reported as a ratio to the winner with a 95 % interval from a bootstrap over
 paired rounds (`decide` in regression.py), so a reader sees whether the win is
 real or within noise. The stage's key covers exactly the passing candidates'
 artifacts and settings: a re-run with the same gate outcomes reuses it.
+
+With shape profiles every profile is timed the same way, one after the other. The
+winner has the lowest geometric mean of its per-profile medians (each profile
+weighs the same, however long it runs), and the ratios pool the paired rounds of
+every profile, as many from each.
 """
 
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.gates.latency import InterleavedTiming
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.timing import time_blocks
@@ -51,7 +57,7 @@ class SelectParams(BaseModel):
 
 class Select(InterleavedTiming):
     name = "select"
-    version = 1
+    version = 2  # 2: every shape profile is timed
     Params = SelectParams
     produces = "selection"
     summary = "time a search's passing candidates interleaved and pick the fastest"
@@ -68,20 +74,25 @@ class Select(InterleavedTiming):
         if reason:
             return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = ctx.target.measure
-        (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1)
         before = conditions(settings.threads)
+        timed: dict[str, np.ndarray] = {}
         with ExitStack() as stack:
-            runs = []
+            runners = []
             for candidate in p.candidates:
                 info = ctx.target.variant(
                     f"{ctx.target.name}[{candidate.name}]", candidate.options,
                     MeasureSettings.model_validate(candidate.measure))
-                runner = stack.enter_context(backend.runner(
-                    ctx.input(candidate.name), info, candidate.measure.get("threads")))
-                runs.append(_bind(runner, feeds))
-            blocks = time_blocks(runs, settings)
-        np.save(ctx.out / "blocks_ms.npy", blocks)
-        ranking = rank(blocks, [c.name for c in p.candidates])
+                runners.append(stack.enter_context(backend.runner(
+                    ctx.input(candidate.name), info, candidate.measure.get("threads"))))
+            for profile, shapes in io_profiles(ctx.io).items():
+                (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+                for runner in runners:  # each passed its latency gate at every profile
+                    runner.reshape(shapes)
+                timed[profile] = time_blocks([_bind(r, feeds) for r in runners], settings)
+                suffix = f"-{profile}" if ctx.io.shapes else ""
+                np.save(ctx.out / f"blocks_ms{suffix}.npy", timed[profile])
+        ranking = rank(timed if ctx.io.shapes else timed[EXAMPLE],
+                       [c.name for c in p.candidates])
         return self.finish(ctx, "selection.json", ranking.to_json(), before)
 
 
@@ -94,17 +105,22 @@ class Standing:
     """One compared candidate: its interleaved median and how it relates to the winner."""
 
     name: str
-    median_ms: float
+    median_ms: float  # with shape profiles: at the first profile, as the candidate table
     p90_ms: float
     ratio: float  # its median / the winner's, per paired round; 1.0 for the winner
     low: float
     high: float
     slower: bool  # the interval lies above 1: a real difference, not noise
+    profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # median/p90 each
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "median_ms": round(self.median_ms, 4),
+        data = {"name": self.name, "median_ms": round(self.median_ms, 4),
                 "p90_ms": round(self.p90_ms, 4), "ratio": round(self.ratio, 4),
                 "ci95": [round(self.low, 4), round(self.high, 4)], "slower": self.slower}
+        if self.profiles:
+            data["profiles"] = {name: {k: round(v, 4) for k, v in row.items()}
+                                for name, row in self.profiles.items()}
+        return data
 
 
 @dataclass(frozen=True)
@@ -123,27 +139,42 @@ class Ranking:
                 "candidates": [s.to_json() for s in self.standings]}
 
 
-def rank(blocks: np.ndarray, names: list[str]) -> Ranking:
-    """The winner (lowest median over all its runs) and everyone's ratio to it."""
+def rank(blocks: np.ndarray | dict[str, np.ndarray], names: list[str]) -> Ranking:
+    """The winner and everyone's ratio to it, from blocks shaped (candidates × rounds ×
+    BLOCK): one array, or one per shape profile.
+
+    One array: the lowest median over all its runs wins. Per profile: the lowest
+    geometric mean of the per-profile medians, and the ratios pool the same number of
+    paired rounds from each profile (a fast profile runs more rounds in the same time).
+    """
     import numpy as np
 
     from edgebuild.gates.regression import decide
 
-    flat = blocks.reshape(len(names), -1)
-    medians = np.median(flat, axis=1)
-    best = int(np.argmin(medians))
+    by_profile = blocks if isinstance(blocks, dict) else {"": blocks}
+    medians = np.stack([np.median(b.reshape(len(names), -1), axis=1)
+                        for b in by_profile.values()])  # profiles × candidates
+    score = np.log(medians).sum(axis=0)  # the log of the geometric mean, times profiles
+    best = int(np.argmin(score))
+    rounds = min(b.shape[1] for b in by_profile.values())
+    pooled = np.concatenate([b[:, :rounds] for b in by_profile.values()], axis=1)
+    first = next(iter(by_profile.values())).reshape(len(names), -1)
     standings = []
     for i, name in enumerate(names):
         if i == best:
             verdict_ratio, low, high, slower = 1.0, 1.0, 1.0, False
         else:
-            verdict = decide(blocks[best], blocks[i], threshold=0.0)
+            verdict = decide(pooled[best], pooled[i], threshold=0.0)
             verdict_ratio, low, high = verdict.ratio, verdict.low, verdict.high
             slower = verdict.decision == "regression"
-        standings.append(Standing(name, float(medians[i]), float(np.percentile(flat[i], 90)),
-                                  verdict_ratio, low, high, slower))
-    standings.sort(key=lambda s: s.median_ms)
-    return Ranking(names[best], standings, int(blocks.shape[1]))
+        profiles = {} if not isinstance(blocks, dict) else {
+            profile: {"median_ms": float(np.median(b[i])),
+                      "p90_ms": float(np.percentile(b[i], 90))}
+            for profile, b in blocks.items()}
+        standings.append(Standing(name, float(medians[0, i]), float(np.percentile(first[i], 90)),
+                                  verdict_ratio, low, high, slower, profiles))
+    standings.sort(key=lambda s: score[names.index(s.name)])
+    return Ranking(names[best], standings, int(pooled.shape[1]))
 
 
 def pareto_front(points: dict[str, tuple[float, float]]) -> set[str]:

@@ -356,8 +356,13 @@ def _message(results: dict[str, CandidateResult], chosen: str | None,
     winner = standings[0]
     timed = (f"; {len(standings)} distinct builds timed" if len(standings) < len(passing)
              else "")
+    median = f"interleaved median {winner['median_ms']:.3f} ms"
+    if winner.get("profiles"):
+        profiles = list(winner["profiles"])
+        median = (f"lowest geometric mean over the {len(profiles)} shape profiles, "
+                  f"{median} at {profiles[0]}")
     text = (f"chose '{chosen}': fastest of the {len(passing)} candidates that passed every "
-            f"gate ({counted}{timed}), interleaved median {winner['median_ms']:.3f} ms")
+            f"gate ({counted}{timed}), {median}")
     if len(standings) > 1:
         second = standings[1]
         low, high = second["ci95"]

@@ -423,6 +423,28 @@ def test_rank_picks_the_lowest_median_and_gives_ratios_with_intervals() -> None:
     other = "tie" if ranking.chosen == "fast" else "fast"
     assert not by_name[other].slower and ranking.tied == [other]
     assert ranking.standings[0].name == ranking.chosen
+
+
+def test_rank_over_profiles_weighs_each_profile_the_same() -> None:
+    """'big' wins the large profile by 20 % but loses the small one by 50 %: the summed
+    milliseconds would pick it (the large profile dominates), the geometric mean does
+    not. The small profile ran 5x more rounds; the ratio pools as many from each."""
+    rng = np.random.default_rng(1)
+
+    def blocks(ms: float, rounds: int) -> np.ndarray:
+        return ms * (1 + rng.normal(0, 0.01, (rounds, 10)))
+
+    small = np.stack([blocks(1.0, 100), blocks(1.5, 100)])  # [even, big]
+    large = np.stack([blocks(50.0, 20), blocks(40.0, 20)])
+    ranking = rank({"small": small, "large": large}, ["even", "big"])
+    assert ranking.chosen == "even"  # geometric means: even 7.07 ms, big 7.75 ms
+    assert ranking.rounds == 40  # 20 + 20: the small profile's extra rounds left out
+    even, big = ranking.standings
+    assert big.name == "big" and big.median_ms == pytest.approx(1.5, rel=0.01)
+    assert big.profiles["large"]["median_ms"] == pytest.approx(40, rel=0.01)
+    assert 0.75 < big.ratio < 1.55  # half the rounds at 1.5x, half at 0.8x
+    row = ranking.to_json()["candidates"][1]
+    assert set(row["profiles"]) == {"small", "large"}
     json.dumps(ranking.to_json())
 
 

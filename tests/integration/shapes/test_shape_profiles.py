@@ -188,3 +188,33 @@ def test_baseline_is_compared_per_profile(project: Path) -> None:
         assert gate["status"] in ("passed", "undecided"), gate  # the same model, twice
         assert 0.5 < gate["measured"]["ratio"] < 2, gate
         assert gate["message"].startswith(f"{profile}: ")
+
+
+SEARCH = RECIPE.split("  ov-static:")[0].replace("""      latency: {budget_ms: {small: 500, large: 1000}}
+""", """      latency: {budget_ms: {small: 500, large: 1000}}
+    search:
+      candidates:
+        all: {}
+        basic: {options: {graph_optimization_level: basic}}
+""")
+
+
+@pytest.mark.onnxruntime
+def test_search_selects_over_every_profile(project: Path) -> None:
+    """`select` times its candidates at each profile, in the shapes the profile names, and
+    chooses on the geometric mean of their medians."""
+    (project / "search.yaml").write_text(SEARCH)
+    run = edgebuild("run", str(project / "search.yaml"), "--out", str(project / "build"),
+                    "--cache", str(project / "cache"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((project / "build" / "report.json").read_text())
+    select = next(s for s in report["stages"] if s["id"].startswith("select@"))
+    ranking = select["metadata"]
+    assert ranking["chosen"] in ("all", "basic") and ranking["rounds"] >= 16  # 8 a profile
+    for candidate in ranking["candidates"]:
+        assert set(candidate["profiles"]) == {"small", "large"}, candidate
+        assert candidate["median_ms"] == candidate["profiles"]["small"]["median_ms"]
+    produced = sorted(p.name for p in (project / "cache").rglob("blocks_ms*.npy"))
+    assert produced == ["blocks_ms-large.npy", "blocks_ms-small.npy"]
+    (search,) = [g for t in report["targets"] for g in t["gates"] if g["gate"] == "search"]
+    assert "geometric mean over the 2 shape profiles" in search["message"], search
