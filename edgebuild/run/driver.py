@@ -19,7 +19,7 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +50,6 @@ class RunOptions:
     policy: FailurePolicy = FailurePolicy.FAIL_FAST
     progress: Progress | None = None  # called with ('start'|'end', stage or run)
     baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
-    extra_env: dict[str, str] = field(default_factory=dict)
     # A Dask cluster to run stages on: "local[:N]" or "tcp://HOST:PORT"; None: this
     # machine's worker processes ($EDGEBUILD_CLUSTER when the CLI does not say).
     cluster: str | None = None

@@ -190,8 +190,8 @@ def test_baseline_is_compared_per_profile(project: Path) -> None:
         assert gate["message"].startswith(f"{profile}: ")
 
 
-SEARCH = RECIPE.split("  ov-static:")[0].replace("""      latency: {budget_ms: {small: 500, large: 1000}}
-""", """      latency: {budget_ms: {small: 500, large: 1000}}
+BUDGETS = "      latency: {budget_ms: {small: 500, large: 1000}}\n"
+SEARCH = RECIPE.split("  ov-static:")[0].replace(BUDGETS, BUDGETS + """\
     search:
       candidates:
         all: {}
