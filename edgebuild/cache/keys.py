@@ -66,10 +66,11 @@ def stage_key(*, op: str, op_version: int, params: dict[str, Any], inputs: dict[
               datasets: dict[str, str], source: str | None, io: Any,
               custom_ops: str | None,
               target: str | None, backend: dict[str, Any] | None,
-              tools: tuple[str, ...]) -> str:
+              tools: tuple[str, ...], callables: dict[str, str] | None = None) -> str:
     return digest_json({
         "op": op, "op_version": op_version, "params": params, "inputs": inputs,
         "datasets": datasets, "source": source, "custom_ops": custom_ops, "io": io,
+        "callables": callables or {},
         "target": target, "backend": backend,
         "tools": {t: tool_version(t) for t in sorted(set(tools))},
         "environment": environment(),

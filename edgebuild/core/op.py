@@ -120,6 +120,10 @@ class Op(ABC):
     # Bakes the inputs' example shapes into what it produces (onnx-to-tf pins them): a
     # target that selects shape profiles gets its own stage, at its first profile.
     fixes_shapes: ClassVar[bool] = False
+    # Params naming a `module:fn` or `file.py:fn` the stage calls (prune's `finetune`):
+    # the function's source file enters the stage's key, so editing it rebuilds, and a
+    # `file.py` travels to a remote worker like the model's factory (execute/carry.py).
+    callable_params: ClassVar[tuple[str, ...]] = ()
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:
         """Distributions whose installed versions belong in this stage's key."""

@@ -146,6 +146,10 @@ def carry(spec: dict[str, Any], digests: dict[Path, str] | None = None) -> Carri
         carried["source"] = packer.source(spec["source"])
     if spec.get("custom_ops"):
         carried["custom_ops"] = packer.custom_ops(spec["custom_ops"])
+    if spec.get("callable_params"):  # prune's finetune: carried like a factory
+        carried["params"] = {**spec["params"], **{
+            name: packer.callable(spec["params"][name], "hooks")
+            for name in spec["callable_params"]}}
     packer.out.spec = carried
     return packer.out
 

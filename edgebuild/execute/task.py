@@ -21,6 +21,7 @@ from edgebuild.core.artifact import Artifact
 from edgebuild.execute.worker import PARENT_ENV, QUIET_ENV
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
+from edgebuild.registry import load_op
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ def stage_spec(plan: Plan, stage: Stage, inputs: dict[str, Artifact], out: Path)
         "source": recipe.model.model_dump(mode="json") if stage.uses_source else None,
         "custom_ops": {name: op.model_dump(mode="json")
                        for name, op in recipe.custom_ops.items()} if stage.custom_ops else None,
+        "callable_params": [name for name in load_op(stage.op).callable_params
+                            if stage.params.get(name)],
     }
 
 

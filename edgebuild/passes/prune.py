@@ -42,13 +42,14 @@ class PruneParams(BaseModel):
 
 class Prune(Op):
     name = "prune"
-    version = 1
+    version = 2  # 2: the finetune function's file is in the key
     Params = PruneParams
     accepts = ("pytorch",)
     produces = "pytorch"
     tools: ClassVar[tuple[str, ...]] = ("torch", "torch-pruning")
     summary = "structured L1/L2 filter pruning that removes channels (PyTorch)"
     reads_source = True  # unpickling an earlier pass's module imports the factory's module
+    callable_params = ("finetune",)
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import torch

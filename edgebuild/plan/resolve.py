@@ -123,7 +123,30 @@ class KeyResolver:
             target=digest_json(target.digest_data()) if target else None,
             backend=self._backend(target.backend) if target else None,
             tools=op().tool_names(target),
+            callables=self._callables(stage, op.callable_params),
         )
+
+    def _callables(self, stage: Stage, names: tuple[str, ...]) -> dict[str, str]:
+        """param -> digest of the source file of the function it names (a module of an
+        installed package too: its code is what runs)."""
+        found = {}
+        for name in names:
+            ref = stage.params.get(name)
+            if not ref:
+                continue
+            try:
+                source = module_file(split_callable(ref)[0], self.plan.recipe.base_dir)
+            except (EdgebuildError, ImportError, ValueError) as exc:
+                raise DataError(f"{stage.op}.{name} '{ref}': {exc}",
+                                "name an importable module or a .py file relative to the "
+                                "recipe") from None
+            if source is None:
+                continue  # a built-in module: its version is Python's
+            if not source.is_file():
+                raise DataError(f"{stage.op}.{name} '{ref}': file {source} not found",
+                                "paths are relative to the recipe file")
+            found[name] = self.stats.digest(source)
+        return found
 
     @staticmethod
     def _backend(name: str) -> dict[str, Any]:
