@@ -163,6 +163,9 @@ class Backend(ABC):
     # before joining); default: `tools`.
     device_tools: ClassVar[tuple[str, ...]] = ()
     implemented: ClassVar[bool] = True
+    # Builds a model whose graph ends in NMS (`model.prepost.detection`) faithfully; a
+    # backend that would freeze or drop it says so at validation instead.
+    converts_nms: ClassVar[bool] = True
 
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)

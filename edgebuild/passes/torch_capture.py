@@ -37,17 +37,17 @@ WHY = {
 }
 
 
-def example_inputs(tensors: list[dict[str, Any]], dynamic_size: int | None = None) -> tuple[
+def example_inputs(tensors: list[dict[str, Any]], dynamic_at_least: int = 0) -> tuple[
         Any, ...]:
-    """Zeros of the declared shapes; `dynamic_size` replaces each dynamic axis's size
-    (torch.export treats sizes 0 and 1 as constants, so it wants 2)."""
+    """Zeros of the declared shapes, each dynamic axis at least `dynamic_at_least`
+    (torch.export treats sizes 0 and 1 as constants, so it wants 2; a conv net's
+    spatial axes need their declared size, so that is kept when larger)."""
     import torch
 
     found = []
     for t in tensors:
         axes = {int(a) for a in t.get("dynamic_axes") or {}}
-        shape = [dynamic_size if dynamic_size is not None and i in axes else d
-                 for i, d in enumerate(t["shape"])]
+        shape = [max(d, dynamic_at_least) if i in axes else d for i, d in enumerate(t["shape"])]
         found.append(torch.zeros(shape, dtype=getattr(torch, t["dtype"])))
     return tuple(found)
 
@@ -69,7 +69,7 @@ def capture(model: Any, tensors: list[dict[str, Any]], mode: Capture) -> Any:
             shapes: Any = tuple(dynamic) if any(dynamic) else None
             if shapes is not None and _takes_varargs(model):
                 shapes = (shapes,)  # forward(*inputs): all of them are its first argument
-            program = torch.export.export(model, example_inputs(tensors, dynamic_size=2),
+            program = torch.export.export(model, example_inputs(tensors, dynamic_at_least=2),
                                           dynamic_shapes=shapes)
             return program.run_decompositions({})
     except Exception as exc:  # each capture reports in its own exception types

@@ -42,9 +42,13 @@ class CoreMlBackend(Backend):
     produces = "mlpackage"
     Options = CoreMlOptions
     tools: ClassVar[tuple[str, ...]] = ("coremltools", "torch", "scikit-learn")
-    version = 1
+    version = 2  # 2: a TorchScript capture converts at the target's shape profiles
     extra = "coreml"
     runner_metadata: ClassVar[tuple[str, ...]] = ("io", "proxy")
+    # The in-graph NMS is a Python loop: torch.export refuses it, a trace freezes the
+    # boxes its example kept (random check inputs keep none, so the capture check cannot
+    # see it), and Core ML's own NMS is a separate pipeline model, not built here.
+    converts_nms = False
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.coreml import program
@@ -54,6 +58,7 @@ class CoreMlBackend(Backend):
             compress_like_coreml,
             save_proxy,
         )
+        from edgebuild.core.shapes import io_profiles
         from edgebuild.passes.torch_capture import capture, check_capture
         from edgebuild.passes.torch_model import load_stage_model
 
@@ -64,7 +69,8 @@ class CoreMlBackend(Backend):
         captured = capture(model, tensors, options.capture)
         check = check_capture(model, captured, tensors, options.capture,
                               options.check_samples, options.atol, options.rtol)
-        mlmodel = compress(convert(captured, tensors, outputs, options), options)
+        profiles = io_profiles(ctx.io) if ctx.io.shapes else None
+        mlmodel = compress(convert(captured, tensors, outputs, options, profiles), options)
         package = ctx.out / PACKAGE
         save(mlmodel, package)
         converted = time.perf_counter() - started

@@ -39,8 +39,11 @@ def quiet_coremltools() -> Iterator[Any]:
 
 
 def convert(captured: Any, tensors: list[dict[str, Any]], outputs: list[str],
-            options: CoreMlOptions) -> Any:
-    """The captured model as an mlprogram MLModel, named like the recipe's I/O."""
+            options: CoreMlOptions, profiles: dict[str, dict[str, list[int]]] | None = None
+            ) -> Any:
+    """The captured model as an mlprogram MLModel, named like the recipe's I/O.
+    `profiles` (the target's shape profiles, when the recipe declares `shapes:`) are the
+    shapes a TorchScript capture's dynamic inputs are converted for."""
     with quiet_coremltools() as ct:
         import numpy as np
         import torch
@@ -58,7 +61,7 @@ def convert(captured: Any, tensors: list[dict[str, Any]], outputs: list[str],
         # ExportedProgram has them, dynamic dimensions included, from torch.export.
         kwargs["inputs"] = [
             ct.TensorType(name=t["name"], dtype=_io_dtype(t["dtype"])) if exported
-            else ct.TensorType(name=t["name"], shape=_shape(ct, t, options),
+            else ct.TensorType(name=t["name"], shape=_shape(ct, t, options, profiles or {}),
                                dtype=_io_dtype(t["dtype"]))
             for t in tensors]
         kwargs["outputs"] = [ct.TensorType(name=n, dtype=np.float32) for n in outputs]
@@ -79,8 +82,11 @@ def _io_dtype(name: str) -> Any:
     return np.float32 if name.startswith("float") else np.int32
 
 
-def _shape(ct: Any, tensor: dict[str, Any], options: CoreMlOptions) -> Any:
-    """A fixed shape, or a flexible one where the recipe declares dynamic axes."""
+def _shape(ct: Any, tensor: dict[str, Any], options: CoreMlOptions,
+           profiles: dict[str, dict[str, list[int]]]) -> Any:
+    """A fixed shape, or a flexible one where the recipe declares dynamic axes: the
+    option's enumerated shapes, else the target's shape profiles (one: fixed; several:
+    enumerated, which the Neural Engine prefers to ranges), else a range."""
     axes = {int(a) for a in tensor.get("dynamic_axes") or {}}
     if not axes:
         return tuple(tensor["shape"])
@@ -89,12 +95,18 @@ def _shape(ct: Any, tensor: dict[str, Any], options: CoreMlOptions) -> Any:
         if shapes:
             return ct.EnumeratedShapes(shapes=[tuple(s) for s in shapes],
                                        default=tuple(tensor["shape"]))
+    if profiles:
+        distinct = list(dict.fromkeys(tuple(p[tensor["name"]]) for p in profiles.values()))
+        if len(distinct) == 1:
+            return distinct[0]
+        return ct.EnumeratedShapes(shapes=distinct, default=distinct[0])
     if options.shape_range_max is None:
         raise StageError(
             f"input '{tensor['name']}' has dynamic axes {sorted(axes)}: a TorchScript "
             "capture converts to an mlprogram only with bounded shapes",
-            "set the target option `shape_range_max` (upper bound of each dynamic axis) or "
-            "`enumerated_shapes`, or use `capture: export`")
+            "declare the sizes it takes in the recipe's `shapes:`, set the target option "
+            "`shape_range_max` (upper bound of each dynamic axis) or `enumerated_shapes`, or "
+            "use `capture: export`")
     upper = options.shape_range_max
     return ct.Shape([ct.RangeDim(lower_bound=1, upper_bound=upper, default=d)
                      if i in axes else d for i, d in enumerate(tensor["shape"])])

@@ -184,6 +184,76 @@ targets:
     assert "has dynamic axes [0]" in result.stderr and "shape_range_max" in result.stderr
 
 
+HEAT_NET = REPO / "tests" / "integration" / "shapes" / "heat_net.py"  # any H and W
+
+
+def test_shape_profiles_are_the_torchscript_shapes(tmp_path: Path) -> None:
+    """A traced model with dynamic H/W converts at the recipe's shape profiles: several
+    become enumerated shapes (what the Neural Engine prefers to ranges), a target's
+    single profile a fixed shape. The accuracy proxy is gated at both sizes."""
+    import coremltools as ct
+
+    rng = np.random.default_rng(0)
+    for name, (h, w) in {"small": (16, 24), "large": (64, 96)}.items():
+        np.savez(tmp_path / f"{name}.npz", image=rng.random((2, 3, h, w), dtype=np.float32))
+    recipe = tmp_path / "heat.yaml"
+    recipe.write_text(f"""\
+name: heat
+model: {{factory: {HEAT_NET}:build}}
+inputs: [{{name: image, shape: [1, 3, 32, 48], dynamic_axes: {{2: height, 3: width}}}}]
+outputs: [heat]
+shapes:
+  small: {{height: 16, width: 24}}
+  large: {{height: 64, width: 96}}
+datasets:
+  small: {{kind: npz, path: small.npz, arrays: {{image: image}}}}
+  large: {{kind: npz, path: large.npz, arrays: {{image: image}}}}
+targets:
+  iphone:
+    options: {{capture: trace}}
+    policy: {{unmeasurable: warn}}
+    gates:
+      accuracy:
+        - {{dataset: small, task: dense, max_abs_error: 0.01}}
+        - {{dataset: large, task: dense, max_abs_error: 0.01}}
+  iphone-large:
+    profile: iphone
+    shapes: [large]
+    options: {{capture: trace}}
+    gates: {{accuracy: {{dataset: large, task: dense, max_abs_error: 0.01}}}}
+""")
+    result = edgebuild("run", str(recipe), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    artifacts = tmp_path / "out" / "artifacts"
+
+    def input_shape(target: str) -> object:
+        spec = ct.utils.load_spec(str(artifacts / target / "model.mlpackage"))
+        return spec.description.input[0].type.multiArrayType
+
+    both = input_shape("iphone")
+    assert [list(s.shape) for s in both.enumeratedShapes.shapes] == [[1, 3, 16, 24],
+                                                                    [1, 3, 64, 96]]
+    large = input_shape("iphone-large")
+    assert list(large.shape) == [1, 3, 64, 96] and not large.enumeratedShapes.shapes
+
+
+def test_nms_in_the_graph_is_refused_at_validation(tmp_path: Path) -> None:
+    """The detector's in-graph NMS cannot reach Core ML faithfully: a recipe error that
+    names the line, not a build that freezes the boxes its example kept."""
+    recipe = tmp_path / "detector.yaml"
+    recipe.write_text((REPO / "recipes" / "detector.yaml").read_text().replace(
+        "models/mtcnn_pnet.py", str(REPO / "recipes" / "models" / "mtcnn_pnet.py")) + """\
+  iphone:
+    inherit_passes: false
+    gates: {size: {max_mb: 1}}
+""")
+    result = edgebuild("validate", str(recipe))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "model.prepost.detection: target 'iphone' (line" in result.stderr
+    assert "cannot build NMS into the model" in result.stderr and "Traceback" not in \
+        result.stderr
+
+
 @pytest.mark.needs_macos
 def test_core_ml_predicts_what_the_proxy_predicts_on_a_mac(fashion_build: Path) -> None:
     from edgebuild.backends.coreml.proxy import ProxyRunner
