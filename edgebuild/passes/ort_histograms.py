@@ -23,13 +23,10 @@ def empty_tensors_skipped() -> Iterator[None]:
     original = calibrate.HistogramCollector
 
     class SkipEmpty(original):  # type: ignore[misc, valid-type]
-        def collect(self, name_to_arr: dict[str, Any]) -> Any:
-            kept = {}
-            for name, arrays in name_to_arr.items():
-                values = [a for a in arrays if a.size] if isinstance(arrays, list) else arrays
-                if len(values) if isinstance(values, list) else values.size:
-                    kept[name] = values
-            return super().collect(kept)
+        def collect(self, name_to_arr: dict[str, list[Any]]) -> Any:
+            # collect_data hands each tensor's values as a list, one array per sample.
+            kept = {name: [a for a in arrays if a.size] for name, arrays in name_to_arr.items()}
+            return super().collect({name: arrays for name, arrays in kept.items() if arrays})
 
     calibrate.HistogramCollector = SkipEmpty  # looked up by name in collect_data
     try:
