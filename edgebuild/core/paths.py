@@ -4,6 +4,11 @@ Names from a recipe are validated where they are written (recipe/models.py:
 SAFE_NAME); this is the second check at the one place a name becomes a path, so
 a name that slipped through (a future field, a plugin) still cannot make `run`
 delete or write outside --out.
+
+Names from *outside* (a shared store's manifest, a Dask worker's result, an SSH
+board's tar, metadata that names a file) go through `confined()` before the first
+byte is written: a relative POSIX path of plain parts, then resolved inside its
+folder. One helper, used by every source (docs/security.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,31 @@ def inside(root: Path, *parts: str) -> Path:
         raise EdgebuildError(f"refusing to write {'/'.join(parts)!r}: it is not inside {root}",
                              "names that become folders use letters, digits and _ . , = + -")
     return path
+
+
+MAX_NAME = 255  # bytes in one path part on every filesystem edgebuild writes to
+MAX_PATH = 1024
+
+
+def confined(root: Path, name: str, what: str = "a file name") -> Path:
+    """`root/name` for a `name` an untrusted party gave (a store, a worker, a board).
+
+    Refused with an EdgebuildError, before anything is written, unless `name` is a
+    relative POSIX path whose every part is a plain name (no '', '.', '..', no
+    backslash, NUL or control character) and the result resolves strictly inside
+    `root` (so a symlink already under `root` cannot lead out either).
+    """
+    if not isinstance(name, str):
+        raise EdgebuildError(f"refusing {what} that is not a string: {name!r:.80}")
+    parts = name.split("/")
+    bad = (not name or len(name) > MAX_PATH or name.startswith("/")
+           or any(p in ("", ".", "..") or len(p.encode()) > MAX_NAME for p in parts)
+           or any(c == "\\" or ord(c) < 32 or c == "\x7f" for c in name))
+    if bad:
+        raise EdgebuildError(f"refusing {what} {name!r:.120}: not a plain relative path",
+                             "names from a store, worker or board must stay inside "
+                             "their folder")
+    return inside(root, *parts)
 
 
 def writable_dir(path: Path, what: str) -> Path:
