@@ -12,14 +12,13 @@ A box clipped away entirely (outside a centre crop) is dropped.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import numpy as np
 
 from edgebuild.data.digest import ImageFile
+from edgebuild.data.records import YOLO_HINT, CocoCategory, CocoImage, coco_file, yolo_box
 from edgebuild.errors import DataError
 
 YOLO_IGNORED = frozenset({"classes.txt"})  # the class-name list some tools write alongside
@@ -94,7 +93,12 @@ def read_yolo(folder: Path, images: list[ImageFile], sizes: list[tuple[int, int]
 
 def _yolo_file(path: Path, width: int, height: int) -> ImageBoxes:
     boxes, classes = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path.name} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        YOLO_HINT) from None
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
@@ -102,38 +106,25 @@ def _yolo_file(path: Path, width: int, height: int) -> ImageBoxes:
         if len(fields) != 5:
             raise DataError(f"{where}: {len(fields)} values; a YOLO box line is "
                             "`class cx cy w h`",
-                            "polygon (segmentation) labels are not boxes: convert them first")
-        try:
-            cls = int(fields[0])
-            cx, cy, w, h = (float(v) for v in fields[1:])
-        except ValueError:
-            raise DataError(f"{where}: {line.strip()!r} is not `class cx cy w h` (an integer "
-                            "class, then four numbers)") from None
-        if cls < 0:
-            raise DataError(f"{where}: class {cls} is negative")
-        values = np.array([cx, cy, w, h])
-        if not np.all(np.isfinite(values)) or values.min() < 0 or values.max() > 1 or \
-                w <= 0 or h <= 0:
-            raise DataError(f"{where}: cx cy w h {fields[1:]} are not normalised box values",
-                            "YOLO coordinates are fractions of the image's width and height "
-                            "(0..1), w and h above 0")
+                            f"{YOLO_HINT}; polygon (segmentation) labels are not boxes: "
+                            "convert them first")
+        box = yolo_box(fields, where)
+        cx, cy, w, h = box.cx, box.cy, box.w, box.h
         boxes.append([(cx - w / 2) * width, (cy - h / 2) * height,
                       (cx + w / 2) * width, (cy + h / 2) * height])
-        classes.append(cls)
+        classes.append(box.cls)
     if not boxes:
         return ImageBoxes.empty()
     return ImageBoxes(np.array(boxes, dtype=np.float64), np.array(classes, dtype=np.int64))
 
 
-def coco_categories(document: dict[str, Any]) -> dict[int, int]:
+def coco_categories(categories: list[CocoCategory]) -> dict[int, int]:
     """COCO category id -> contiguous class index: ids in ascending order become 0..K-1.
 
     COCO's own ids have gaps (1..90 for 80 classes); a detector's head numbers its
     classes from 0 in the same order, which is what sorting the ids gives.
     """
-    ids = [c.get("id") for c in document.get("categories", [])]
-    if any(not isinstance(i, int) or isinstance(i, bool) for i in ids):
-        raise DataError("a COCO category has no integer `id`")
+    ids = [c.id for c in categories]
     if len(set(ids)) != len(ids):
         raise DataError("COCO categories repeat an id")
     return {cid: index for index, cid in enumerate(sorted(ids))}
@@ -145,37 +136,26 @@ def read_coco(path: Path, images: list[ImageFile], sizes: list[tuple[int, int]]
     if not path.is_file():
         raise DataError(f"COCO label file {path} does not exist",
                         "labels.path of format coco is one .json file")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path.name} is not JSON: {exc}") from None
-    if not isinstance(document, dict) or not all(
-            isinstance(document.get(k), list) for k in ("images", "annotations", "categories")):
-        raise DataError(f"{path.name} is not a COCO file: it needs the lists `images`, "
-                        "`annotations` and `categories`")
-    classes = coco_categories(document)
-    by_name: dict[str, dict[str, Any]] = {}
-    for entry in document["images"]:
-        name = str(entry.get("file_name", "")).replace("\\", "/")
-        if not name or "id" not in entry:
-            raise DataError(f"{path.name}: an image entry needs `id` and `file_name`")
-        by_name[name] = entry
-    rows: dict[Any, list[tuple[list[float], int]]] = {}
-    for index, ann in enumerate(document["annotations"]):
-        if ann.get("iscrowd", 0):
+    document = coco_file(path.read_bytes(), path.name)
+    classes = coco_categories(document.categories)
+    by_name: dict[str, CocoImage] = {}
+    ids: set[int] = set()
+    for index, image in enumerate(document.images):
+        if image.id in ids:
+            raise DataError(f"{path.name}: images[{index}].id {image.id} is used by an earlier "
+                            "image", "each image entry needs its own id")
+        ids.add(image.id)
+        by_name[image.file_name.replace("\\", "/")] = image
+    rows: dict[int, list[tuple[list[float], int]]] = {}
+    for index, ann in enumerate(document.annotations):
+        if ann.iscrowd:
             continue  # a crowd region is neither to be found nor a false positive
-        bbox = ann.get("bbox")
-        if not (isinstance(bbox, list) and len(bbox) == 4 and
-                all(isinstance(v, int | float) for v in bbox)) or bbox[2] < 0 or bbox[3] < 0:
-            raise DataError(f"{path.name}: annotations[{index}].bbox {bbox!r} is not "
-                            "[x, y, width, height] in pixels")
-        category = ann.get("category_id")
-        if category not in classes:
-            raise DataError(f"{path.name}: annotations[{index}] has category_id {category!r}, "
-                            "which no entry of `categories` declares")
-        x, y, w, h = (float(v) for v in bbox)
-        rows.setdefault(ann.get("image_id"), []).append(([x, y, x + w, y + h],
-                                                         classes[category]))
+        if ann.category_id not in classes:
+            raise DataError(f"{path.name}: annotations[{index}] has category_id "
+                            f"{ann.category_id}, which no entry of `categories` declares")
+        x, y, w, h = ann.bbox
+        rows.setdefault(ann.image_id, []).append(([x, y, x + w, y + h],
+                                                  classes[ann.category_id]))
     out: list[ImageBoxes] = []
     used = 0
     for file, (width, height) in zip(images, sizes, strict=True):
@@ -184,17 +164,17 @@ def read_coco(path: Path, images: list[ImageFile], sizes: list[tuple[int, int]]
             out.append(ImageBoxes.empty())
             continue
         used += 1
-        declared = (entry.get("width"), entry.get("height"))
+        declared = (entry.width, entry.height)
         if None not in declared and declared != (width, height):
-            raise DataError(f"{path.name}: {entry['file_name']} is declared {declared[0]}×"
+            raise DataError(f"{path.name}: {entry.file_name} is declared {declared[0]}×"
                             f"{declared[1]}, the file is {width}×{height}",
                             "the labels were made for another version of the image")
-        found = rows.get(entry["id"], [])
+        found = rows.get(entry.id, [])
         out.append(ImageBoxes(np.array([b for b, _ in found], dtype=np.float64).reshape(-1, 4),
                               np.array([c for _, c in found], dtype=np.int64))
                    if found else ImageBoxes.empty())
     if by_name and not used:
         raise DataError(f"no image of {path.name} is in the dataset (e.g. "
-                        f"{next(iter(by_name))})",
+                        f"{next(iter(by_name))[:200]!r})",
                         "file_name is the image's path relative to its folder")
     return out

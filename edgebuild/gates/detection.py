@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edgebuild.errors import DataError
+
 
 @dataclass(frozen=True)
 class Detections:
@@ -171,9 +173,12 @@ def truth_metrics(got: list[Detections], ref: list[Detections], truth: list[Dete
     adds no AP (its boxes are not counted as false positives of another class).
     """
     boxes = sum(len(t.scores) for t in truth)
-    if boxes == 0:
-        raise ValueError("the dataset's labels hold no boxes, so mAP against them is "
-                         "undefined")
+    if boxes == 0:  # the data's mistake, not the model's: exit 2, not a failed gate
+        raise DataError(f"the dataset's labels hold no box on any of its {len(truth)} images, "
+                        "so mAP against them is undefined",
+                        "check `labels.path` (a YOLO folder of non-empty .txt files named as "
+                        "the images, or a COCO file whose annotations name them), and that "
+                        "`limit` keeps labelled images")
     build = detection_metrics(got, truth, 0.5, iou_threshold, 1.0)
     fp32 = detection_metrics(ref, truth, 0.5, iou_threshold, 1.0)
     return {"labelled_boxes": float(boxes),

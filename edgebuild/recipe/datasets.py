@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from edgebuild.recipe.common import FileRef, PackageFile, Strict
 
@@ -102,6 +102,15 @@ class BoxLabels(Strict):
                                             "or `coco` (one `.json` file).")
     path: FileRef = Field(description="The YOLO label folder or the COCO JSON file, "
                           "relative to the recipe file, or `{package, path}`.")
+
+    @field_validator("path")
+    @classmethod
+    def _names_something(cls, path: str | PackageFile) -> str | PackageFile:
+        # "" would be the recipe's own folder: no .txt in it, so no box on any image.
+        if isinstance(path, str) and not path.strip():
+            raise ValueError("labels.path is empty: name the YOLO label folder or the COCO "
+                             "JSON file")
+        return path
 
 
 def _labels_kind(value: Any) -> str:

@@ -15,11 +15,13 @@ from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, axis_names
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, Location, Problem, RecipeError, did_you_mean
+from edgebuild.recipe.code_refs import missing_code
 from edgebuild.recipe.common import MeasureOverrides
 from edgebuild.recipe.custom_ops import missing_kernel
-from edgebuild.recipe.datasets import ImageFolder
+from edgebuild.recipe.datasets import CallableDataset, ImageFolder
 from edgebuild.recipe.models import (
     LABELLED_BOX_KEYS,
+    MAX_CANDIDATE_NAME,
     SAFE_NAME,
     AccuracyGate,
     Gates,
@@ -112,7 +114,7 @@ def load_recipe(path: Path, targets_dirs: list[Path] | None = None) -> LoadedRec
     if recipe is None:
         raise RecipeError(problems)
     profiles = load_profiles(targets_dirs if targets_dirs is not None else profile_dirs(path))
-    checker = _CrossCheck(recipe, doc, profiles)
+    checker = _CrossCheck(recipe, doc, profiles, path.parent)
     targets = checker.run()
     if checker.problems:
         raise RecipeError(checker.problems)
@@ -123,7 +125,8 @@ class _CrossCheck:
     """Checks that need more than one part of the recipe, or the profiles."""
 
     def __init__(self, recipe: Recipe, doc: LoadedYaml,
-                 profiles: dict[str, LoadedProfile]) -> None:
+                 profiles: dict[str, LoadedProfile], base_dir: Path) -> None:
+        self.base_dir = base_dir
         self.recipe = recipe
         self.doc = doc
         self.profiles = profiles
@@ -141,8 +144,11 @@ class _CrossCheck:
                       "give `model.factory`, or remove `custom_ops:`")
         self._passes(self.recipe.passes, ("passes",))
         self._shapes()
+        self._code(self.recipe.model.factory, ("model", "factory"))
         inputs = [t.name for t in self.recipe.inputs]
         for name, dataset in self.recipe.datasets.items():
+            if isinstance(dataset, CallableDataset):
+                self._code(dataset.function, ("datasets", name, "function"))
             if dataset.input is not None and dataset.input not in inputs:
                 self._add(("datasets", name, "input"), f"no model input '{dataset.input}'",
                           did_you_mean(dataset.input, inputs) or f"inputs: {', '.join(inputs)}")
@@ -302,6 +308,9 @@ class _CrossCheck:
                 continue
             before = len(self.problems)
             for candidate in expanded:
+                if len(candidate.name) > MAX_CANDIDATE_NAME:
+                    self._long_name(candidate.name, here, bool(spec.grid))
+                    break
                 if candidate.name in written:
                     other = written[candidate.name]
                     self._add(here, f"candidate name '{candidate.name}' is used twice"
@@ -325,6 +334,20 @@ class _CrossCheck:
                       "raise `max_candidates`, or remove candidates or grid values")
         self.searches[name] = found
         return found
+
+    def _long_name(self, name: str, here: tuple[str, ...], grid: bool) -> None:
+        """A candidate name too long for a file name (reported without echoing it)."""
+        if len(here[-1]) <= MAX_CANDIDATE_NAME and grid:
+            self._add((*here, "grid"), f"candidate name '{name[:60]}…' has {len(name)} "
+                      f"characters; at most {MAX_CANDIDATE_NAME} (it names stage folders and "
+                      "logs)", "shorten the candidate's key or its grid's string values")
+            return
+        location, _ = self.doc.locate(here)
+        self.problems.append(Problem(
+            location, ".".join([*here[:-1], here[-1][:20] + "…"]),
+            f"candidate name '{name[:40]}…' has {len(name)} characters; at most "
+            f"{MAX_CANDIDATE_NAME} (it names stage folders and logs)",
+            "shorten the candidate's key"))
 
     def _candidate_info(self, candidate: Candidate, target: Target) -> Target:
         where = ("targets", target.name, "search", "candidates", candidate.origin, "measure")
@@ -405,6 +428,12 @@ class _CrossCheck:
                           "declare them on the dataset: `labels: {format: yolo, path: "
                           "<folder>}` or `{format: coco, path: <file.json>}` (an images "
                           "dataset), or use min_map50 (agreement with FP32)")
+
+    def _code(self, ref: str | None, loc: tuple[str, ...]) -> None:
+        """The file or package a callable reference names exists (nothing is imported)."""
+        missing = missing_code(ref, self.base_dir) if ref is not None else None
+        if missing is not None:
+            self._add(loc, *missing)
 
     def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
         if name not in self.recipe.datasets:

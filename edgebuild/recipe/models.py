@@ -215,6 +215,13 @@ class AccuracyGate(Strict):
         if self.boxes is None or self.scores is None:
             raise ValueError("a detection gate needs `boxes:` and `scores:` (and `classes:` "
                              "for a multi-class model): the outputs after NMS")
+        named = {"boxes": self.boxes, "scores": self.scores, "classes": self.classes}
+        for key, output in named.items():
+            others = [k for k, o in named.items() if k != key and o == output]
+            if others:
+                raise ValueError(f"`{key}:` and `{others[0]}:` both name output '{output}': "
+                                 "boxes, scores and classes are three different outputs "
+                                 "(N×D×4, N×D and N×D after NMS)")
         wrong = [k for k in (*CLASS_LIMITS, *VALUE_LIMITS) if getattr(self, k) is not None]
         if wrong:
             raise ValueError(f"{', '.join(wrong)} compare values position by position, which "
@@ -350,6 +357,9 @@ class Gates(Strict):
 # --out (edgebuild/core/paths.py checks every write and delete as well).
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.,=+-]*$"
 CANDIDATE_NAME = SAFE_NAME
+# A candidate's name goes into file names (`<op>@<target>[<candidate>].log`), with the
+# target's (at most 100): together they stay well under a file system's 255 bytes.
+MAX_CANDIDATE_NAME = 100
 
 
 class SearchCandidate(Strict):

@@ -1,7 +1,14 @@
-"""Render a Report as Markdown (for PR comments / CI step summaries) and JUnit XML."""
+"""Render a Report as Markdown (for PR comments / CI step summaries) and JUnit XML.
+
+summary.md lands in a CI step summary, so nothing a recipe or a data file wrote may
+act as Markup there: a dataset named `<script>…|[x](javascript:…)` or a label line
+holding `<img src=…>` must read as the text it is. Every such value goes through `md`
+(or `md_code`); only the renderer's own `<details>`, tables and emphasis are markup.
+"""
 
 from __future__ import annotations
 
+import re
 from xml.etree import ElementTree as ET
 
 from edgebuild.gates.result import GateStatus
@@ -10,6 +17,38 @@ from edgebuild.report.model import CandidateReport, Report, SearchReport
 ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
          GateStatus.UNMEASURABLE: "⚠️ not measurable", GateStatus.NOT_RUN: "❌ not run",
          GateStatus.UNDECIDED: "⚠️ undecided"}
+
+
+# Characters that start Markup in GitHub-flavoured Markdown, as numeric entities: a
+# table cell is split at `|` before entities are decoded, and an entity never opens a
+# tag, a code span or a link. `[x]` alone stays (it is no link without `(…)` after it).
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;",
+             "`": "&#96;", "\\": "&#92;"}
+_SPECIAL = re.compile(r"[&<>|`\\]|\](?=\()|[\x00-\x1f\x7f\u2028\u2029]+")
+
+
+def _entity(match: re.Match[str]) -> str:
+    text = match.group()
+    if text == "]":
+        return "&#93;"  # `](` would close a link's text and open its destination
+    return _ENTITIES.get(text, " ")  # a newline or another control character: a space
+
+
+def md(value: object) -> str:
+    """`value` as inert Markdown text on one line: fit for a table cell or a list item."""
+    return _SPECIAL.sub(_entity, str(value))
+
+
+def md_code(value: object) -> str:
+    """`value` shown as code: a plain code span when nothing in it needs escaping (inside
+    one, neither entities nor backslashes work), else `<code>` around escaped text."""
+    text = str(value)
+    return f"`{text}`" if not _SPECIAL.search(text) else f"<code>{md(text)}</code>"
+
+
+def md_block(text: str) -> str:
+    """A backend's Markdown note (tables, headings) with raw HTML made inert."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _verdict(report: Report) -> str:
@@ -30,7 +69,7 @@ def markdown(report: Report) -> str:
     built = report.counts.get("built", 0)
     cached = report.counts.get("cached", 0)
     lines = [
-        f"## edgebuild: `{report.recipe}` — {_verdict(report)}",
+        f"## edgebuild: {md_code(report.recipe)} — {_verdict(report)}",
         "",
         f"{built} stage(s) built, {cached} cached, in {report.seconds:.1f} s.",
         "",
@@ -39,32 +78,33 @@ def markdown(report: Report) -> str:
     ]
     for target in report.targets:
         if not target.gates:
-            lines.append(f"| {target.name} | — | no gates | | |")
+            lines.append(f"| {md(target.name)} | — | no gates | | |")
         for gate in target.gates:
             measured = ", ".join(f"{k} {v:.4g}" for k, v in gate.measured.items()
                                  if k not in ("samples", "n", "reference_top1", "std"))
             limits = ", ".join(f"{k} {v:g}" for k, v in gate.limits.items())
-            lines.append(f"| {target.name} | {gate.gate} | {ICONS[gate.status]} | "
-                         f"{measured or gate.message} | {limits} |")
+            lines.append(f"| {md(target.name)} | {md(gate.gate)} | {ICONS[gate.status]} | "
+                         f"{md(measured or gate.message)} | {md(limits)} |")
     for target in report.targets:
         if target.search is not None:
             lines += ["", *search_table(target.name, target.search)]
     for target in report.targets:
         for text in target.notes.values():
             title, _, body = text.strip().partition("\n")
-            lines += ["", f"<details><summary>{target.name}: {title.lstrip('# ')}</summary>",
-                      "", body.strip(), "", "</details>"]
+            lines += ["", f"<details><summary>{md(target.name)}: "
+                      f"{md(title.lstrip('# '))}</summary>", "", md_block(body.strip()), "",
+                      "</details>"]
     failed = [s for s in report.stages if s.outcome == "failed"]
     if failed:
         contained = _contained(report)
         lines += ["", "### Failed stages", ""]
-        lines += [f"- `{s.id}`: {s.message} (log: `{s.log}`)" +
+        lines += [f"- {md_code(s.id)}: {md(s.message)} (log: {md_code(s.log)})" +
                   (" — a search candidate; the search chose another" if s.id in contained
                    else "") for s in failed]
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:
         lines += ["", "### Details", ""]
-        lines += [f"- **{g.name}**: {g.message}" for g in notes]
+        lines += [f"- **{md(g.name)}**: {md(g.message)}" for g in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +130,7 @@ def search_table(target: str, search: SearchReport) -> list[str]:
     """The candidate table of one search target: the Pareto view of latency vs agreement."""
     budget = f"max {search.max_candidates} candidates" + (
         f", {search.max_minutes:g} min" if search.max_minutes is not None else "")
-    lines = [f"### Search `{target}`: {search.message}", "",
+    lines = [f"### Search {md_code(target)}: {md(search.message)}", "",
              f"{len(search.candidates)} candidates ({budget}); the search took "
              f"{search.seconds:.0f} s. ◆ = on the Pareto front of p50 latency vs top-1 "
              "agreement; *vs chosen* is measured interleaved in one process (95 % CI).", "",
@@ -100,11 +140,11 @@ def search_table(target: str, search: SearchReport) -> list[str]:
     for row in search.candidates:
         front = " ◆" if row.pareto else ""
         lines.append(
-            f"| {STATE_ICONS.get(row.state, row.state)}{front} | `{row.name}` | "
-            f"{row.summary.replace('|', '/')} | {_number(row.p50_ms)} | {_number(row.p90_ms)} | "
+            f"| {STATE_ICONS.get(row.state, md(row.state))}{front} | {md_code(row.name)} | "
+            f"{md(row.summary)} | {_number(row.p50_ms)} | {_number(row.p90_ms)} | "
             f"{_ratio(row)} | {_number(row.top1_agreement, '.4g')} | "
             f"{_number(row.cosine, '.4f')} | {_number(row.size_mb)} | "
-            f"{row.reason.replace('|', '/')} |")
+            f"{md(row.reason)} |")
     return lines
 
 

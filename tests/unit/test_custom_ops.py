@@ -453,3 +453,65 @@ def test_search_candidates_get_the_export_their_backend_needs(tmp_path: Path) ->
         export = plan.stage(stages.chain[0])
         assert export.op == "export-onnx" and export.params["decompose_custom_ops"] == []
     assert search.candidates["fp32"].chain[0] == plan.targets["host-cpu"].chain[0]
+
+
+# --- a Python kernel that fails -----------------------------------------------------------
+
+KERNEL_RUN = """\
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from edgebuild.customops.declared import activated
+from edgebuild.customops.ort import session
+from edgebuild.errors import StageError
+
+folder = Path(sys.argv[1])
+node = helper.make_node("Boom", ["x"], ["y"], domain="com.example.test")
+graph = helper.make_graph(
+    [node, helper.make_node("Relu", ["y"], ["z"])], "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("com.example.test", 1)])
+op = {"domain": "com.example.test", "torch_op": "ops.py:op",
+      "onnx_schema": {"inputs": ["x"], "outputs": ["y"]},
+      "kernels": {"onnxruntime": {"python": sys.argv[2]}}}
+with activated({"Boom": op}, folder):
+    ran = session(model)
+    try:
+        ran.run(None, {"x": np.ones((1, 4), np.float32)})
+    except StageError as exc:
+        print("STAGE ERROR:", exc)
+    else:
+        print("NO ERROR")
+"""
+
+
+@pytest.mark.parametrize(("kernel", "wanted"), [
+    ("def boom(x):\n    raise ValueError('window larger than the input: 7 > 4')\n",
+     "custom op 'Boom': its ONNX Runtime kernel kernel.py:boom raised ValueError: window "
+     "larger than the input: 7 > 4"),
+    ("def boom(x):\n    return [x]\n",
+     "raised TypeError: the kernel returned list; the op has 1 output: return one numpy "
+     "array"),
+])
+def test_a_python_kernel_exception_is_reported_not_a_sigabrt(tmp_path: Path, kernel: str,
+                                                             wanted: str) -> None:
+    """onnxruntime-extensions turns a kernel's exception into std::terminate: the stage
+    used to die as "killed by SIGABRT" with nothing else said."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime_extensions", reason="Python kernels need it")
+    (tmp_path / "kernel.py").write_text(kernel)
+    proc = subprocess.run([sys.executable, "-c", KERNEL_RUN, str(tmp_path), "kernel.py:boom"],
+                          capture_output=True, text=True, check=False, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "STAGE ERROR: custom op 'Boom'" in proc.stdout and wanted in proc.stdout, proc.stdout
+    assert "the kernel's traceback is in the stage log" in proc.stdout
+    assert "Traceback" in proc.stderr and "kernel.py" in proc.stderr  # for the stage log

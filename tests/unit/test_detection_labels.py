@@ -15,6 +15,7 @@ from edgebuild.cache.digest import StatCache
 from edgebuild.data.boxes import BoxTransform, coco_categories
 from edgebuild.data.digest import dataset_digest
 from edgebuild.data.loaders import Samples, load_dataset
+from edgebuild.data.records import coco_file
 from edgebuild.errors import DataError, RecipeError
 from edgebuild.gates.detection import Detections, load_truth, truth_metrics
 from edgebuild.gates.reference import save_outputs
@@ -95,10 +96,15 @@ def test_empty_label_file_and_comment_lines(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("line", "wanted"), [
     ("0 0.5 0.5 0.2", "a.txt:2: 4 values"),
-    ("face 0.5 0.5 0.2 0.2", "a.txt:2: 'face 0.5 0.5 0.2 0.2' is not"),
-    ("0 0.5 0.5 1.5 0.2", "a.txt:2: cx cy w h"),
-    ("0 0.5 0.5 0 0.2", "not normalised"),
-    ("-1 0.5 0.5 0.2 0.2", "class -1 is negative"),
+    ("face 0.5 0.5 0.2 0.2", "a.txt:2: class 'face': Input should be a valid integer"),
+    ("0 0.5 0.5 1.5 0.2", "a.txt:2: w '1.5': Input should be less than or equal to 1"),
+    ("0 0.5 0.5 0 0.2", "a.txt:2: w '0': Input should be greater than 0"),
+    ("-1 0.5 0.5 0.2 0.2", "a.txt:2: class '-1': Input should be greater than or equal to 0"),
+    # Used to escape as OverflowError (a class wider than int64) and pass as inf.
+    ("99999999999999999999999999 0.5 0.5 0.2 0.2", "class '99999999999999999999999999': "
+     "Input should be less than or equal to 2147483647"),
+    ("0 1e400 0.5 0.2 0.2", "cx '1e400': Input should be a finite number"),
+    ("0 nan 0.5 0.2 0.2", "cx 'nan': Input should be a finite number"),
 ])
 def test_bad_yolo_line_names_file_and_line(tmp_path: Path, line: str, wanted: str) -> None:
     photos(tmp_path, {"a.png": (10, 10)})
@@ -107,6 +113,16 @@ def test_bad_yolo_line_names_file_and_line(tmp_path: Path, line: str, wanted: st
     with pytest.raises(DataError, match="dataset 'dataset': ") as info:
         load_dataset(ds, tmp_path, ["image"])
     assert wanted in info.value.message
+    assert "class cx cy w h" in info.value.hint
+
+
+def test_yolo_file_that_is_not_text_is_named(tmp_path: Path) -> None:
+    photos(tmp_path, {"a.png": (10, 10)})
+    labels = yolo(tmp_path, {})
+    (labels / "a.txt").write_bytes(b"0 0.5 0.5 0.2 0.2\n\xff\xfe\n")
+    ds = spec(kind="images", path="images", labels={"format": "yolo", "path": "labels"})
+    with pytest.raises(DataError, match=r"a\.txt is not UTF-8 text"):
+        load_dataset(ds, tmp_path, ["image"])
 
 
 def test_yolo_folder_that_names_no_image_is_an_error(tmp_path: Path) -> None:
@@ -122,11 +138,14 @@ def test_yolo_folder_that_names_no_image_is_an_error(tmp_path: Path) -> None:
 
 
 def test_coco_category_ids_become_contiguous_in_id_order() -> None:
-    document = {"categories": [{"id": 90, "name": "toothbrush"}, {"id": 1, "name": "person"},
-                               {"id": 7, "name": "train"}]}
-    assert coco_categories(document) == {1: 0, 7: 1, 90: 2}
+    document = coco_file(json.dumps({
+        "images": [], "annotations": [], "categories": [
+            {"id": 90, "name": "toothbrush"}, {"id": 1, "name": "person"},
+            {"id": 7, "name": "train"}]}).encode(), "c.json")
+    assert coco_categories(document.categories) == {1: 0, 7: 1, 90: 2}
     with pytest.raises(DataError, match="repeat"):
-        coco_categories({"categories": [{"id": 1}, {"id": 1}]})
+        coco_categories(coco_file(b'{"images": [], "annotations": [], "categories": '
+                                  b'[{"id": 1}, {"id": 1}]}', "c.json").categories)
 
 
 def coco(tmp_path: Path, annotations: list[dict[str, object]], width: int = 40) -> Path:
@@ -172,6 +191,75 @@ def test_coco_mistakes_are_named(tmp_path: Path) -> None:
     (tmp_path / "instances.json").write_text("{}")
     with pytest.raises(DataError, match="not a COCO file"):
         load_dataset(ds, tmp_path, ["image"])
+
+
+HOSTILE_COCO = {
+    # name: (document text, message, hint) -- each used to escape as a raw exception, or
+    # to be accepted (NaN, Infinity, booleans, a width written as a string).
+    "image not an object": (
+        '{"images": [1], "annotations": [], "categories": []}',
+        "images[0] 1: Input should be an object", ""),  # AttributeError: 'int' ... 'get'
+    "category not an object": (
+        '{"images": [], "annotations": [], "categories": [7]}',
+        "categories[0] 7: Input should be an object", ""),
+    "annotation not an object": (
+        '{"images": [], "annotations": [[1]], "categories": []}',
+        "annotations[0] [1]: Input should be an object", ""),
+    "category_id a list": (  # TypeError: unhashable type: 'list'
+        '{"images": [], "categories": [{"id": 1}], "annotations": '
+        '[{"image_id": 10, "category_id": [1], "bbox": [0, 0, 1, 1]}]}',
+        "annotations[0].category_id [1]: Input should be a valid integer", "integers"),
+    "image id a list": (
+        '{"images": [{"id": [10], "file_name": "a.png"}], "annotations": [], '
+        '"categories": []}', "images[0].id [10]: Input should be a valid integer", "integers"),
+    "deeply nested": (  # RecursionError
+        '{"images": [], "annotations": [], "categories": [], "info": '
+        + "[" * 100_000 + "]" * 100_000 + "}",
+        "instances.json is not JSON: recursion limit exceeded at line 1", "200 levels"),
+    "NaN": (
+        '{"images": [], "categories": [{"id": 3}], "annotations": '
+        '[{"image_id": 10, "category_id": 3, "bbox": [NaN, 0, 1, 1]}]}',
+        "annotations[0].bbox[0] nan: Input should be a finite number", "[x, y, width, height]"),
+    "Infinity": (
+        '{"images": [], "categories": [{"id": 3}], "annotations": '
+        '[{"image_id": 10, "category_id": 3, "bbox": [0, 0, Infinity, 1]}]}',
+        "annotations[0].bbox[2] inf: Input should be a finite number", "four finite numbers"),
+    "boolean": (
+        '{"images": [], "categories": [{"id": 3}], "annotations": '
+        '[{"image_id": 10, "category_id": 3, "bbox": [true, 0, 1, 1]}]}',
+        "annotations[0].bbox[0] True: Input should be a valid number", "four finite numbers"),
+    "huge number": (  # OverflowError: int too large to convert to float
+        '{"images": [], "categories": [{"id": 3}], "annotations": '
+        '[{"image_id": 10, "category_id": 3, "bbox": [1' + "0" * 400 + ', 0, 1, 1]}]}',
+        "annotations[0].bbox[0] 1000000000", "four finite numbers"),
+    "width as a string": (  # said "declared 40×20, the file is 40×20"
+        '{"images": [{"id": 10, "file_name": "a.png", "width": "40", "height": 20}], '
+        '"annotations": [], "categories": []}',
+        "images[0].width '40': Input should be a valid integer", 'not "512"'),
+    "negative extent": (
+        '{"images": [], "categories": [{"id": 3}], "annotations": '
+        '[{"image_id": 10, "category_id": 3, "bbox": [0, 0, -1, 1]}]}',
+        "annotations[0].bbox [0, 0, -1, 1]: width and height must be >= 0",
+        "[x, y, width, height]"),
+    "repeated image id": (
+        '{"images": [{"id": 1, "file_name": "a.png"}, {"id": 1, "file_name": "b.png"}], '
+        '"annotations": [], "categories": []}',
+        "images[1].id 1 is used by an earlier image", "its own id"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_COCO))
+def test_hostile_coco_file_is_a_named_data_error(tmp_path: Path, case: str) -> None:
+    text, message, hint = HOSTILE_COCO[case]
+    photos(tmp_path, {"a.png": (40, 20)})
+    (tmp_path / "instances.json").write_text(text)
+    ds = spec(kind="images", path="images",
+              labels={"format": "coco", "path": "instances.json"})
+    with pytest.raises(DataError) as info:
+        load_dataset(ds, tmp_path, ["image"], "photos")
+    assert info.value.message.startswith("dataset 'photos': instances.json")
+    assert message in info.value.message and hint in info.value.hint
+    assert len(info.value.message) < 400  # a 100,000-bracket value is not echoed
 
 
 @pytest.mark.skipif(importlib.util.find_spec("skimage") is None, reason="needs scikit-image")
@@ -237,7 +325,8 @@ def test_truth_round_trips_through_the_outputs_file_and_scores_maps(tmp_path: Pa
     assert m["labelled_boxes"] == 2 and m["recall_labels"] == 50
     assert m["map50_labels"] == pytest.approx(25.0)  # precision 1/2 at recall 1/2
     assert m["reference_map50_labels"] == 100 and m["map50_labels_drop"] == pytest.approx(75)
-    with pytest.raises(ValueError, match="hold no boxes"):
+    # Labels without a box are the data's mistake (exit 2), not a failed gate (exit 1).
+    with pytest.raises(DataError, match="hold no box on any of its 2 images"):
         truth_metrics(got, ref, [Detections(np.zeros((0, 4)), one[:0], one[:0])] * 2, 0.5)
 
 

@@ -29,6 +29,7 @@ targets:
 
 
 def plan_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    (tmp_path / "m.py").write_text("def build(): ...\n")  # the factory validate looks for
     path = tmp_path / "r.yaml"
     path.write_text(text)
     return build_plan(load_recipe(path))
@@ -149,6 +150,7 @@ def test_target_filter_keeps_only_those_targets_and_their_upstream(tmp_path: Pat
 
     path = tmp_path / "r.yaml"
     path.write_text(RECIPE)
+    (tmp_path / "m.py").write_text("def build(): ...\n")
     loaded = load_recipe(path)
     assert select_targets(loaded, ["host-*", "rpi4"]) == ["host-cpu", "rpi4"]
     plan = build_plan(loaded, only=["rpi4"])

@@ -138,3 +138,81 @@ def test_yaml_merge_keys_are_applied_and_explicit_keys_win() -> None:
 def test_merging_a_scalar_is_a_clear_error() -> None:
     with pytest.raises(RecipeError, match="merges mappings only"):
         parse_yaml("s: &s 1\nchild:\n  <<: *s\n", "x.yaml")
+
+
+# Mistakes that used to validate and plan, then fail a stage (issue 27, item 8).
+
+
+@pytest.mark.parametrize(("factory", "message", "hint"), [
+    ("no_such_module_xyz:build", "'no_such_module_xyz:build': no module named "
+     "'no_such_module_xyz' is installed", "pip install"),
+    ("no_such_module_xyz.sub:Net.build", "no module named 'no_such_module_xyz'", "pip install"),
+    ("models/nope.py:build", "'models/nope.py:build': file ", "relative to the recipe file"),
+    ("beside:build", "no module named 'beside'", "write `beside.py:build`"),
+])
+def test_factory_that_names_no_module_or_file_is_refused(tmp_path: Path, factory: str,
+                                                         message: str, hint: str) -> None:
+    (tmp_path / "beside.py").write_text("raise SystemExit('validation imported me')\n")
+    (problem,) = problems_of(tmp_path, BASE.replace("{onnx: m.onnx}",
+                                                    f"{{factory: '{factory}'}}"))
+    assert "r.yaml:2:" in problem and "model.factory" in problem
+    assert message in problem and hint in problem
+
+
+def test_factory_of_an_installed_package_or_a_file_is_checked_without_importing(
+        tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text("raise SystemExit('validation imported me')\n")
+    for factory in ("net.py:build", "pydantic.main:BaseModel", f"{tmp_path}/net.py:build"):
+        path = tmp_path / "ok.yaml"
+        path.write_text(BASE.replace("{onnx: m.onnx}", f"{{factory: '{factory}'}}"))
+        load_recipe(path)
+
+
+def test_callable_dataset_that_names_no_file_is_refused(tmp_path: Path) -> None:
+    (problem,) = problems_of(tmp_path, BASE.replace(
+        "{kind: npz, path: d.npz}", "{kind: callable, function: gone.py:data}"))
+    assert "r.yaml:6:" in problem and "datasets.calib.function" in problem
+    assert "file " in problem and "gone.py not found" in problem
+
+
+def test_detection_gate_naming_one_output_twice_is_a_recipe_error(tmp_path: Path) -> None:
+    text = BASE.replace("inputs:", "outputs: [boxes, scores]\ninputs:").replace(
+        "      latency: {budget_ms: 5}\n",
+        "      accuracy: {dataset: calib, task: detection, boxes: boxes, scores: boxes, "
+        "min_map50: 90}\n")
+    (problem,) = problems_of(tmp_path, text)
+    assert "r.yaml:11:" in problem and "targets.host-cpu.gates.accuracy" in problem
+    assert "`boxes:` and `scores:` both name output 'boxes'" in problem
+
+
+def test_empty_labels_path_is_a_recipe_error(tmp_path: Path) -> None:
+    text = BASE.replace("{kind: npz, path: d.npz}",
+                        "{kind: images, path: img, labels: {format: yolo, path: ''}}")
+    (problem,) = problems_of(tmp_path, text)
+    assert "r.yaml:6:" in problem and "labels.path is empty" in problem
+
+
+SEARCH = BASE.replace("      latency: {budget_ms: 5}\n", """\
+      accuracy: {dataset: calib, min_cosine: 0.9}
+    search:
+      candidates:
+        fp32: {}
+        NAME
+""")
+
+
+def test_a_5000_character_candidate_name_is_refused(tmp_path: Path) -> None:
+    """It validated, then failed its stage with `Errno 36 File name too long`."""
+    long = "c" * 5000
+    (problem,) = problems_of(tmp_path, SEARCH.replace(
+        "NAME", f"? {long}\n        : {{options: {{graph_optimization_level: basic}}}}"))
+    assert "r.yaml:14:" in problem and "has 5000 characters; at most 100" in problem
+    assert long not in problem
+
+
+def test_a_grid_value_cannot_make_a_candidate_name_too_long(tmp_path: Path) -> None:
+    long = "b" * 300
+    (problem,) = problems_of(tmp_path, SEARCH.replace(
+        "NAME", f"ort: {{grid: {{options.graph_optimization_level: [basic, {long}]}}}}"))
+    assert "r.yaml:14:" in problem and "candidates.ort.grid" in problem
+    assert "has 304 characters; at most 100" in problem
