@@ -128,6 +128,15 @@ def too_noisy(conditions: dict[str, Any], max_load: float) -> MachineLoad | None
     return load if load.per_core > max_load or busy else None
 
 
+def beyond_noise(load: MachineLoad, lowest_ms: float, budget_ms: float) -> str:
+    """Why a miss is a failure however loaded the machine was."""
+    ratio = lowest_ms / budget_ms
+    times = f"{float(f'{ratio:.3g}'):,.0f}" if ratio >= 100 else f"{ratio:.3g}"
+    return (f"{times}× the budget, more than the {load.slowdown:.1f}× that load "
+            f"({load.sentence()}) can explain "
+            "(docs/gates.md#a-budget-missed-on-a-loaded-machine-on_noisy)")
+
+
 def untrusted(conditions: dict[str, Any]) -> str:
     """Why a figure timed under these conditions must not be cached ('' if it may).
 
