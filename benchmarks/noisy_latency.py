@@ -131,9 +131,14 @@ def main() -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="efficientnet-lite0")
     parser.add_argument("--quiet-runs", type=int, default=10)
     parser.add_argument("--loaded-runs", type=int, default=20)
+    parser.add_argument("--min-iterations", type=int, default=None,
+                        help="fewer timed runs a measurement than the profile's (a machine "
+                        "so loaded that 200 runs take a minute)")
     args = parser.parse_args()
     settings = load_profiles(profile_dirs(REPO / "recipes" / "x.yaml"))["host-cpu"] \
         .profile.measure
+    if args.min_iterations:
+        settings = settings.model_copy(update={"min_iterations": args.min_iterations})
     threads = settings.threads or 1
     cores = conditions(None)["cores"] or 1
     export, shape, percentile = MODELS[args.model]

@@ -179,3 +179,39 @@ def test_untrusted_conditions(conditions: dict[str, Any], why: str) -> None:
     reason = untrusted(conditions)
     assert (why in reason) if why else reason == ""
     assert bool(reason) is bool(why)
+
+
+BUSY = "not measurable here: other processes used 67% of the CPU while timing, 3 times"
+
+
+@pytest.mark.parametrize(("p50", "expected"), [
+    (0.9, GateStatus.PASSED),  # met under load: load only slows
+    (2.0, GateStatus.UNMEASURABLE),  # a miss the load can explain: not timed, policy decides
+    (50.0, GateStatus.FAILED),  # beyond any plausible slowdown: a failure at any load
+])
+def test_a_busy_figure_is_judged_by_what_the_load_can_explain(
+        p50: float, expected: GateStatus) -> None:
+    record = stats(p50, 2.5, 2.5, busy=0.67)
+    record["conditions"]["busy"] = BUSY
+    result = _latency_from_stats("host-cpu", STRICT, record,
+                                 Policy(unmeasurable="warn"))  # type: ignore[arg-type]
+    assert result.status is expected, result.message
+    assert result.busy is (expected is GateStatus.UNMEASURABLE)
+    assert bool(result) is (expected is not GateStatus.FAILED)
+    if expected is GateStatus.UNMEASURABLE:
+        assert result.message.startswith(BUSY)
+        assert "(policy.unmeasurable: warn)" in result.message
+
+
+def test_the_store_never_serves_an_untrusted_figure(tmp_path: Path) -> None:
+    from edgebuild.cache.store import Store
+
+    store = Store(tmp_path)
+    key = "ab" * 32
+    work = store.begin(key)
+    (work / "latency.json").write_text("{}")
+    store.commit(key, work, "latency", {"untrusted": "not cached: other processes used 93%"})
+    fresh = Store(tmp_path)  # a later run (a run that died before dropping it)
+    assert fresh.present(key) is None
+    assert fresh.lookup(key) is None
+    assert not fresh.entry_dir(key).exists()
