@@ -190,6 +190,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {'NO GATES':<12} {target.name}: nothing is gated")
         if target.search is not None:
             print_candidates(target.name, target.search)
+    from edgebuild.report.render import could_not_time
+
+    untimed = could_not_time(report)  # one line: the machine's state, not a verdict
+    if untimed:
+        print(f"\n{untimed}; run again on a quieter machine")
     contained = {sid for t in report.targets if t.search is not None and t.search.chosen
                  for row in t.search.candidates for sid in row.stages}
     for stage in report.stages:

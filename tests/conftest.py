@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -77,6 +78,10 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own cache, so tests never see each other's artifacts."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("EDGEBUILD_CACHE_DIR", str(cache))
+    # A busy test machine should not make every timing test wait the run's 90 s for
+    # quiet (measure/quiet.py); tests of the wait itself set their own.
+    if "EDGEBUILD_QUIET_WAIT_S" not in os.environ:
+        monkeypatch.setenv("EDGEBUILD_QUIET_WAIT_S", "3")
     return cache
 
 

@@ -64,7 +64,7 @@ class Store:
         """The entry if its manifest reads and every file is there at its recorded size:
         what `plan` shows as cached. A stat per file, no hashing (reuse verifies)."""
         artifact = self.peek(key)
-        if artifact is None:
+        if artifact is None or artifact.untrusted:  # never served again (lookup drops it)
             return None
         for name, size in artifact.sizes.items():
             try:
@@ -84,6 +84,9 @@ class Store:
         if artifact is None:
             if self.entry_dir(key).exists():
                 self._discard(key, "its manifest is missing or unreadable")
+            return None
+        if artifact.untrusted:  # the run that made it died before dropping it
+            self.remove(key)
             return None
         problem = self.check(artifact)
         if problem:

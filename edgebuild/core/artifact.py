@@ -8,6 +8,10 @@ from typing import Any
 
 from edgebuild.core.digest import digest_json
 
+# Metadata key: why this entry must never be served from the cache (a latency timed while
+# other processes took the CPU); the run keeps it to judge, then drops it.
+UNTRUSTED = "untrusted"
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -29,6 +33,11 @@ class Artifact:
     def digest(self) -> str:
         """Digest of the content alone (not the key), so equal outputs compare equal."""
         return digest_json({"format": self.format, "files": self.files})
+
+    @property
+    def untrusted(self) -> str:
+        """'' or why this entry may be used by the run that made it but never reused."""
+        return str(self.metadata.get(UNTRUSTED) or "")
 
     @property
     def size_bytes(self) -> int:

@@ -14,7 +14,7 @@ from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.latency import samples_file
-from edgebuild.gates.noisy import too_noisy
+from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import (
@@ -292,24 +292,52 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
     if stats.get(key) is None:  # a device tool's own statistics (e.g. TFLite benchmark_model)
         return _device_latency(target, gate, stats, limits, where, policy)
     value = float(stats[key])
-    low, high = stats.get(f"{key}_ci95") or (value, value)  # a device tool gives no interval
+    # a device tool gives no interval; a side is None where the samples cannot bound it
+    low, high = stats.get(f"{key}_ci95") or (value, value)
     ok = value <= budget
     note = ""
-    if ok and high > budget:
-        note = " (its 95 % interval reaches past the budget: close to the limit)"
-    message = (f"{key} {value:.3f} ms [95 % CI {low:.3f}–{high:.3f}] over {stats['n']} runs, "
-               f"budget {budget:g} ms{note}{where}")
+    if ok and (high is None or high > budget):
+        from edgebuild.measure.stats import unbounded_note
+
+        note = (" (its 95 % interval reaches past the budget: close to the limit)"
+                if high is not None else f" ({unbounded_note(key, [low, high])})")
+    message = (f"{key} {value:.3f} ms [95 % CI {_bound(low)}–{_bound(high)}] over "
+               f"{stats['n']} runs, budget {budget:g} ms{note}{where}")
     status, fails = _status(ok), not ok
     details: dict[str, Any] = {}
-    noisy = (too_noisy(stats.get("conditions", {}), gate.max_load)
-             if not ok and gate.on_noisy is OnNoisy.UNDECIDED else None)
+    conditions = stats.get("conditions", {})
+    # Timed while others took the CPU (measure.max_busy_share, after waiting for quiet),
+    # or on a loaded machine with on_noisy: undecided: a miss may be the load's doing.
+    busy = str(conditions.get("busy") or "")
+    noisy = None
+    if not ok:
+        noisy = (machine_load(conditions) if busy else
+                 too_noisy(conditions, gate.max_load)
+                 if gate.on_noisy is OnNoisy.UNDECIDED else None)
     if noisy is not None:
-        status, fails = GateStatus.UNDECIDED, policy.undecided is Undecided.FAIL
         details["noisy"] = {**noisy.to_json(), "max_load": gate.max_load}
-        message = (f"undecided (machine too noisy: {noisy.sentence()} during measurement): "
-                   f"{message}; {noisy.per_core:.2f} a core is over max_load "
-                   f"{gate.max_load:g}, re-run on a quieter machine "
-                   f"(policy.undecided: {policy.undecided.value})")
+        lowest = value if low is None else min(value, float(low))
+        if not noisy.explains(lowest, budget, gate.percentile):
+            # more than any plausible slowdown: a regression, whatever the load
+            details["noisy"]["beyond_noise"] = True
+            message = f"{message}; {beyond_noise(noisy, lowest, budget)}"
+        elif busy:
+            status, fails = GateStatus.UNMEASURABLE, policy.unmeasurable is Unmeasurable.FAIL
+            details["busy"] = True
+            message = (f"{busy} ({message}; that load explains a slowdown of up to "
+                       f"{noisy.slowdown:.1f}×) (policy.unmeasurable: "
+                       f"{policy.unmeasurable.value})")
+        else:
+            status, fails = GateStatus.UNDECIDED, policy.undecided is Undecided.FAIL
+            over = (f"{noisy.per_core:.2f} a core is over max_load {gate.max_load:g}; "
+                    if noisy.per_core > gate.max_load else "")
+            message = (f"undecided (machine too noisy: {noisy.sentence()} during "
+                       f"measurement): {message}; {over}that load explains a slowdown of up "
+                       f"to {noisy.slowdown:.1f}×, re-run on a quieter machine "
+                       f"(policy.undecided: {policy.undecided.value})")
+    elif ok and busy:
+        message += (f"; met although other processes used "
+                    f"{conditions.get('others_busy_share', 0):.0%} of the CPU (load only slows)")
     return GateResult(
         target=target, gate=name, status=status, counts_as_failure=fails,
         measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")
@@ -319,6 +347,10 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
                  "where": stats.get("where", ""), **details,
                  **({"samples_ms": _subsample(samples)} if samples else {})},
         message=message)
+
+
+def _bound(value: float | None) -> str:
+    return "?" if value is None else f"{value:.3f}"
 
 
 def _device_latency(target: str, gate: LatencyGate, stats: dict[str, Any],

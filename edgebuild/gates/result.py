@@ -30,6 +30,12 @@ class GateResult(BaseModel):
         return not self.counts_as_failure
 
     @property
+    def busy(self) -> bool:
+        """Not timed because other processes kept the CPU busy (after waiting for quiet):
+        the machine's state, not the build's verdict."""
+        return self.status is GateStatus.UNMEASURABLE and bool(self.details.get("busy"))
+
+    @property
     def is_latency(self) -> bool:
         """`latency`, or one shape profile's `latency[<profile>]`."""
         return self.gate == "latency" or self.gate.startswith("latency[")

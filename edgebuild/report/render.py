@@ -51,12 +51,28 @@ def md_block(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def could_not_time(report: Report) -> str:
+    """One line naming the figures a busy machine kept from being timed, or ''."""
+    busy = [g.name for g in report.gates if g.busy]
+    return f"could not time: {', '.join(busy)} (machine busy)" if busy else ""
+
+
 def _verdict(report: Report) -> str:
-    warned = sum(1 for g in report.gates if g.status is not GateStatus.PASSED)
-    if report.exit_code == 0 and warned:  # undecided or unmeasurable, and the policy warns
-        return f"no gate failed, {warned} undecided or not measurable (see Details)"
-    return {0: "all gates passed", 1: "a gate failed", 3: "a stage failed"}.get(
+    """The headline: what failed, what could not be timed; never "a gate failed" for a
+    run whose only trouble was a busy machine."""
+    untimed = could_not_time(report)
+    others = [g for g in report.gates if g.status is not GateStatus.PASSED and not g.busy]
+    failed = [g for g in report.gates if g.counts_as_failure and not g.busy]
+    if report.exit_code == 1 and untimed and not failed:  # policy.unmeasurable: fail
+        return f"{untimed}; policy.unmeasurable fails the run"
+    if report.exit_code == 0 and (others or untimed):  # the policy warns
+        parts = ["no gate failed"] + ([untimed] if untimed else [])
+        if others:
+            parts.append(f"{len(others)} undecided or not measurable (see Details)")
+        return "; ".join(parts) if untimed else ", ".join(parts)
+    verdict = {0: "all gates passed", 1: "a gate failed", 3: "a stage failed"}.get(
         report.exit_code, f"exit {report.exit_code}")
+    return f"{verdict}; {untimed}" if untimed else verdict
 
 
 def _contained(report: Report) -> set[str]:

@@ -19,6 +19,8 @@ import os
 import platform
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,8 +112,9 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         return Scheduler(store, executor, out / "logs", options.policy, progress, shared)
 
     try:
-        execution, searches = search.execute(built, resolver, scheduler, options.progress,
-                                             options.policy)
+        with quiet_wait(store, options.progress is not None):
+            execution, searches = search.execute(built, resolver, scheduler,
+                                                 options.progress, options.policy)
     finally:
         executor.shutdown()
     resolver.stats.save()
@@ -121,11 +124,38 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     return report
 
 
+@contextmanager
+def quiet_wait(store: Store, show: bool) -> Iterator[None]:
+    """One budget for the whole run's waiting for the machine to quieten before timing
+    (measure/quiet.py), and, when progress is shown, this terminal for what it says."""
+    from edgebuild.measure.quiet import CONSOLE_ENV, LEDGER_ENV, WaitBudget
+
+    ledger = store.tmp / f"quiet-wait.{os.getpid()}.json"
+    WaitBudget.create(ledger)
+    saved = {name: os.environ.get(name) for name in (LEDGER_ENV, CONSOLE_ENV)}
+    os.environ[LEDGER_ENV] = str(ledger)
+    console = Path(f"/proc/{os.getpid()}/fd/2")
+    if show and console.exists():  # the workers' own stderr is their log
+        os.environ[CONSOLE_ENV] = str(console)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        ledger.unlink(missing_ok=True)
+
+
 def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
                  searches: dict[str, SearchResult], store: Store) -> None:
-    """Drop from the cache each latency figure a gate found too noisy to judge
-    (`on_noisy: undecided`), so the next run measures again instead of repeating
-    "undecided" from the cache forever (an unmeasurable figure is never cached either).
+    """Drop from the cache each latency figure timed under conditions a gate would not
+    trust: one its stage marked untrusted (others took the CPU while timing, whatever
+    `max_busy_share` and `on_noisy` say) and one a gate found too noisy to judge
+    (`on_noisy: undecided`), so the next run measures again instead of repeating a
+    busy machine's figure from the cache forever (the store refuses to serve an entry
+    marked untrusted, too, should a run die before this).
 
     Only the local cache: a `--shared-cache` keeps its copy (other machines read that
     store, so a run does not delete from it), and a later run may fetch it back.
@@ -134,8 +164,9 @@ def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
     judged += [(c.gates, c.stages) for s in searches.values() for c in s.candidates.values()]
     for gates, stages in judged:
         run = execution.runs.get(stages.latency or "")
-        if run is not None and run.key and any(
-                g.is_latency and "noisy" in g.details for g in gates):
+        if run is not None and run.key and (
+                (run.artifact is not None and run.artifact.untrusted)
+                or any(g.is_latency and "noisy" in g.details for g in gates)):
             store.remove(run.key)
 
 

@@ -5,6 +5,7 @@ Runs in subprocesses so that what the test process imported does not count.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -67,7 +68,11 @@ def test_cached_run_is_light(tiny_project: Callable[..., Path], tmp_path: Path) 
     out = tmp_path / "out"
     code, _, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
     assert code == 0, output
+    # A latency timed while other processes took the CPU is never cached (issue 27): on a
+    # busy machine that one stage runs again, and only it.
+    stages = json.loads((out / "report.json").read_text())["stages"]
+    retimed = sum(1 for s in stages if s["metadata"].get("untrusted"))
     code, heavy, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
     assert code == 0, output
-    assert "0 stages executed" in output
+    assert ("0 stages executed" if not retimed else "1 stage(s) executed (1 built)") in output
     assert heavy == []

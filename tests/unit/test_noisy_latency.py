@@ -9,20 +9,24 @@ import pytest
 
 from edgebuild.errors import RecipeError
 from edgebuild.gates.evaluate import _latency_from_stats
-from edgebuild.gates.noisy import machine_load, too_noisy
+from edgebuild.gates.noisy import MAX_SLOWDOWN, MachineLoad, machine_load, too_noisy, untrusted
 from edgebuild.gates.result import GateStatus
 from edgebuild.recipe.loader import load_recipe
 from edgebuild.recipe.models import LatencyGate, Policy
 
 
-def stats(p50: float, before: float | None, after: float | None, cores: int = 2
-          ) -> dict[str, Any]:
+def stats(p50: float, before: float | None, after: float | None, cores: int = 2,
+          busy: float | None = None) -> dict[str, Any]:
     """What measure-latency records, with the load averages (1, 5, 15 min) given."""
+    conditions: dict[str, Any] = {
+        "cores": cores, "threads": 2,
+        "load_average": None if before is None else [before, 0.5, 0.4],
+        "load_average_after": None if after is None else [after, 0.5, 0.4]}
+    if busy is not None:
+        conditions["others_busy_share"] = busy
     return {"p50": p50, "p90": p50 * 1.1, "p99": p50 * 1.3, "mean": p50, "std": 0.01,
-            "n": 200, "p50_ci95": [p50 * 0.99, p50 * 1.01],
-            "conditions": {"cores": cores, "threads": 2,
-                           "load_average": None if before is None else [before, 0.5, 0.4],
-                           "load_average_after": None if after is None else [after, 0.5, 0.4]}}
+            "n": 200, "p50_ci95": [p50 * 0.99, p50 * 1.01], "p90_ci95": [p50, p50 * 1.2],
+            "p99_ci95": [p50 * 1.2, None], "conditions": conditions}
 
 
 NOISY = LatencyGate(budget_ms=1.0, on_noisy="undecided")  # type: ignore[arg-type]
@@ -49,9 +53,10 @@ def test_missed_budget_on_a_loaded_machine_is_undecided_and_warns() -> None:
     assert result.message.startswith(
         "undecided (machine too noisy: load 3.1 on 2 cores during measurement): p50 1.400 ms")
     assert "1.55 a core is over max_load 1" in result.message
+    assert "explains a slowdown of up to 5.1×" in result.message
     assert "policy.undecided: warn" in result.message
     assert result.details["noisy"] == {"load": 3.1, "cores": 2, "per_core": 1.55,
-                                       "max_load": 1.0}
+                                       "explains_up_to": 5.1, "max_load": 1.0}
 
 
 def test_policy_undecided_fail_fails_the_run() -> None:
@@ -106,3 +111,107 @@ def test_max_load_without_the_mode_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
         load_recipe(path)
     assert "'fail' or 'undecided'" in str(info.value.problems[0])
+
+
+def test_the_plausible_slowdown_follows_the_fair_share_bound() -> None:
+    """contention = (N + T) / C, N the larger of the load and the busy-share estimate;
+    plausible = min(10, 2 × contention) (edgebuild/gates/noisy.py)."""
+    quiet = MachineLoad(0.2, 2, 2, 0.01)
+    assert quiet.contention == pytest.approx(1.1) and quiet.slowdown == pytest.approx(2.2)
+    two_loops = MachineLoad(2.0, 2, 1, 2 / 3)  # two busy loops beside one timing thread
+    assert two_loops.others == pytest.approx(2.0)
+    assert two_loops.contention == pytest.approx(1.5) and two_loops.slowdown == 3.0
+    at_93 = MachineLoad(None, 2, 2, 0.93)  # the issue's 93 % foreign CPU: capped
+    assert at_93.slowdown == MAX_SLOWDOWN
+    assert MachineLoad(4.3, 2, 2).slowdown == pytest.approx(6.3)
+    assert MachineLoad(4.3, 2, 2).allowance_ms(50) == 0  # p50: no slice allowance
+    assert MachineLoad(4.3, 2, 2).allowance_ms(99) == 5 * 3.0  # ceil(4.3) others' slices
+
+
+def test_an_impossible_budget_under_load_fails() -> None:
+    """The issue's run: p50 3.531 ms against 1e-6 ms at load 4.3 on 2 cores was
+    'undecided' and exit 0; no load explains 3.5 million ×."""
+    gate = LatencyGate(budget_ms=1e-6, on_noisy="undecided")  # type: ignore[arg-type]
+    result = _latency_from_stats("host-cpu", gate, stats(3.531, 4.3, 4.3, busy=0.6),
+                                 Policy())
+    assert result.status is GateStatus.FAILED and result.counts_as_failure
+    assert result.details["noisy"]["beyond_noise"] is True
+    assert "3,500,000× the budget, more than the 6.3× that load (load 4.3 on 2 cores, " \
+        "other processes used 60% of the CPU) can explain" in result.message
+
+
+@pytest.mark.parametrize(("p50", "expected"), [
+    (1.4, GateStatus.UNDECIDED),  # 1.4× at load 3.1: noise can explain it
+    (5.0, GateStatus.UNDECIDED),  # 5×: still within 2 × (3.1 + 2) / 2 = 5.1×
+    (5.3, GateStatus.FAILED),  # beyond 5.1× (its lower bound 5.25 too)
+])
+def test_undecided_only_within_the_plausible_slowdown(p50: float,
+                                                      expected: GateStatus) -> None:
+    result = _latency_from_stats("host-cpu", NOISY, stats(p50, 3.1, 3.1), Policy())
+    assert result.status is expected, result.message
+
+
+def test_a_busy_share_alone_makes_a_miss_noisy() -> None:
+    """max_busy_share: null let a figure through at 70 % foreign CPU with a low load
+    average (it lags): the busy share is what the machine was doing while timing."""
+    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 0.3, 0.5, busy=0.7), Policy())
+    assert result.status is GateStatus.UNDECIDED, result.message
+    assert "other processes used 70% of the CPU" in result.message
+
+
+def test_a_one_sided_interval_renders_without_a_number() -> None:
+    gate = LatencyGate(budget_ms=10.0, percentile=99)
+    result = _latency_from_stats("host-cpu", gate, stats(1.0, 0.1, 0.1), Policy())
+    assert result.status is GateStatus.PASSED
+    assert "[95 % CI 1.200–?]" in result.message
+    assert "not enough samples to bound p99 from above" in result.message
+    assert result.details["ci95"] == [1.2, None]
+
+
+@pytest.mark.parametrize(("conditions", "why"), [
+    ({"cores": 2, "others_busy_share": 0.93, "load_average": [0.1, 0, 0]}, "93%"),
+    ({"cores": 2, "others_busy_share": 0.05, "load_average": [4.0, 0, 0]}, ""),  # lag
+    ({"cores": 2, "load_average": [4.0, 0, 0]}, "load 4.0 on 2 cores"),  # no /proc/stat
+    ({"cores": 2, "load_average": [1.0, 0, 0]}, ""),
+    ({}, ""),  # a device's own tool: nothing to judge by
+])
+def test_untrusted_conditions(conditions: dict[str, Any], why: str) -> None:
+    reason = untrusted(conditions)
+    assert (why in reason) if why else reason == ""
+    assert bool(reason) is bool(why)
+
+
+BUSY = "not measurable here: other processes used 67% of the CPU while timing, 3 times"
+
+
+@pytest.mark.parametrize(("p50", "expected"), [
+    (0.9, GateStatus.PASSED),  # met under load: load only slows
+    (2.0, GateStatus.UNMEASURABLE),  # a miss the load can explain: not timed, policy decides
+    (50.0, GateStatus.FAILED),  # beyond any plausible slowdown: a failure at any load
+])
+def test_a_busy_figure_is_judged_by_what_the_load_can_explain(
+        p50: float, expected: GateStatus) -> None:
+    record = stats(p50, 2.5, 2.5, busy=0.67)
+    record["conditions"]["busy"] = BUSY
+    result = _latency_from_stats("host-cpu", STRICT, record,
+                                 Policy(unmeasurable="warn"))  # type: ignore[arg-type]
+    assert result.status is expected, result.message
+    assert result.busy is (expected is GateStatus.UNMEASURABLE)
+    assert bool(result) is (expected is not GateStatus.FAILED)
+    if expected is GateStatus.UNMEASURABLE:
+        assert result.message.startswith(BUSY)
+        assert "(policy.unmeasurable: warn)" in result.message
+
+
+def test_the_store_never_serves_an_untrusted_figure(tmp_path: Path) -> None:
+    from edgebuild.cache.store import Store
+
+    store = Store(tmp_path)
+    key = "ab" * 32
+    work = store.begin(key)
+    (work / "latency.json").write_text("{}")
+    store.commit(key, work, "latency", {"untrusted": "not cached: other processes used 93%"})
+    fresh = Store(tmp_path)  # a later run (a run that died before dropping it)
+    assert fresh.present(key) is None
+    assert fresh.lookup(key) is None
+    assert not fresh.entry_dir(key).exists()

@@ -204,8 +204,8 @@ def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..
 
 def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Path],
                                                    tmp_path: Path) -> None:
-    """Timing while other processes take the CPU times them: the stage says so and
-    caches nothing, so a quiet re-run measures again."""
+    """Timing while other processes take the CPU times them: the stage waits for quiet,
+    says what it measured under, and caches nothing, so a quiet re-run measures again."""
     import os
 
     recipe = tiny_project()
@@ -224,13 +224,16 @@ def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Pa
             burner.kill()
             burner.wait()
     latency = next(g for g in loaded.gates if g.gate == "latency")
-    assert latency.status.value == "unmeasurable", latency.message
-    assert "other processes used" in latency.message and "max_busy_share" in latency.message
+    # The budget (1000 ms) is met even under load, and load only slows: it passes, saying
+    # what it was timed under; the figure itself is not a clean one.
+    assert latency.status.value == "passed", latency.message
+    assert "met although other processes used" in latency.message
+    assert "max_busy_share" in latency.details["conditions"]["busy"]
     stage = next(s for s in loaded.stages if s.op == "measure-latency")
-    assert stage.outcome == "unmeasurable" and not stage.cached
+    assert stage.outcome == "built" and stage.metadata["untrusted"]
     quiet = run(recipe, tmp_path / "out")
     stage = next(s for s in quiet.stages if s.op == "measure-latency")
-    assert stage.outcome in ("built", "unmeasurable")  # measured again, not served from cache
+    assert stage.outcome == "built"  # measured again, not served from cache
 
 
 BOARD = """\

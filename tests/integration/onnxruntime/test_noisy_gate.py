@@ -16,11 +16,26 @@ from tests.conftest import TINY_RECIPE, edgebuild
 pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxruntime")
 pytestmark = pytest.mark.onnxruntime
 
-# No model meets a budget of a nanosecond, and any machine that just ran a build has a
-# load above 0.001 a core: the gate must come out undecided, not failed.
+# Any machine that just ran a build has a load above 0.001 a core, so a miss is judged
+# as noisy; the budget is set from a first run's own figure so that the miss (1.3×) is
+# one the load can explain (at least 2×): undecided, not failed. (A budget of a
+# nanosecond is missed by more than any load explains: that fails, test_busy_machine.py.)
 NOISY = TINY_RECIPE.replace(
     "latency: {budget_ms: 1000}",
-    "latency: {budget_ms: 0.000001, on_noisy: undecided, max_load: 0.001}")
+    "latency: {budget_ms: 1000, on_noisy: undecided, max_load: 0.001}")
+
+
+def within_noise(recipe: Path, out: Path) -> None:
+    """Run once, then set the budget to the figure / 1.3 (the figure stays cached when it
+    was timed quietly; otherwise the next run times it again, near it)."""
+    first = edgebuild("run", str(recipe), "--out", str(out), cwd=recipe.parent)
+    assert first.returncode == 0, first.stdout + first.stderr
+    p50 = latency_gate(out)["measured"]["p50"]
+    stages = json.loads((out / "report.json").read_text())["stages"]
+    if any(s["metadata"].get("untrusted") for s in stages):
+        pytest.skip("other processes took the CPU while timing: that figure is not cached, "
+                    "so there is no fixed figure to set a budget from")
+    recipe.write_text(recipe.read_text().replace("budget_ms: 1000", f"budget_ms: {p50 / 1.3}"))
 
 
 def latency_gate(out: Path) -> dict[str, Any]:
@@ -37,6 +52,7 @@ def test_missed_budget_under_load_is_undecided_and_measured_again(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project(NOISY)
     out = tmp_path / "out"
+    within_noise(recipe, out)
     first = edgebuild("run", str(recipe), "--out", str(out), cwd=tmp_path)
     gate = latency_gate(out)
     assert first.returncode == 0, first.stdout + first.stderr  # policy.undecided: warn
@@ -63,6 +79,7 @@ def test_policy_undecided_fail_exits_1_with_a_junit_failure(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project(NOISY + "policy: {undecided: fail}\n")
     out = tmp_path / "out"
+    within_noise(recipe, out)
     result = edgebuild("run", str(recipe), "--out", str(out), cwd=tmp_path)
     gate = latency_gate(out)
     assert result.returncode == 1, result.stdout + result.stderr
