@@ -311,8 +311,11 @@ def _unmeasurable(reason: str, hint: str, started: float) -> TaskOutcome:
 
 
 def _last(text: str) -> str:
+    """The last line of the far side's stderr, printable characters only (no terminal
+    escapes from a board reach the user's terminal), at most 300 of them."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    last = "".join(c if c.isprintable() else "?" for c in lines[-1])[:300] if lines else ""
+    return last or "no message"
 
 
 def serve_stdin() -> int:
