@@ -115,7 +115,7 @@ class Op(ABC):
     summary: ClassVar[str] = ""
     extra: ClassVar[str | None] = None  # the pip extra its tools come with
     # Reads the recipe's model source even when an upstream artifact is its input
-    # (a pickled PyTorch module needs the factory's module to unpickle).
+    # (a pruned PyTorch model is rebuilt by the factory, then its pruning plan replayed).
     reads_source: ClassVar[bool] = False
     # Bakes the inputs' example shapes into what it produces (onnx-to-tf pins them): a
     # target that selects shape profiles gets its own stage, at its first profile.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -71,6 +71,23 @@ class RunsOn(Strict):
         "installed (e.g. `/opt/edgebuild/.venv/bin/python`).")
     serial: str | None = Field(None, description="adb serial, for `kind: adb`.")
     resource: str | None = Field(None, description="Dask resource tag, for `kind: dask`.")
+
+    @field_validator("host")
+    @classmethod
+    def _a_destination(cls, host: str | None) -> str | None:
+        """edgebuild passes `host` to ssh after `--`; refusing '-' here too makes the
+        mistake (or the `-oProxyCommand=…` attack) a located error, not a confusing one."""
+        if host is None:
+            return host
+        if host.startswith("-"):
+            raise ValueError("an ssh destination cannot begin with '-': ssh would read it as "
+                             "an option (put ssh options in your ssh config, under a Host "
+                             "alias, and name the alias here)")
+        if not host or any(c.isspace() or ord(c) < 32 or c == "\x7f" for c in host):
+            raise ValueError("an ssh destination is one word without spaces or control "
+                             "characters: a ~/.ssh/config alias, user@host or "
+                             "ssh://user@host:port")
+        return host
 
     @model_validator(mode="after")
     def _needed_fields(self) -> RunsOn:

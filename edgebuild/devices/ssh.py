@@ -14,10 +14,18 @@ names that Python). edgebuild runs your `ssh`: keys, ports and jump hosts come
 from your ssh configuration (or the file in $EDGEBUILD_SSH_CONFIG); it never
 asks for a password (BatchMode). A host that cannot be reached, or that lacks
 edgebuild, makes the stage "not measurable here" and the recipe's policy decides.
+
+The board is not trusted with the client's files (docs/security.md): what it sends
+back is read through a bounded stream (at most MAX_RESULT_BYTES, compressed and
+unpacked), must be regular files named `result.json` or `out/<relative path>`, each
+name confined to the stage's output folder (core/paths.confined), and result.json
+must be a `BoardReply`. Everything is checked before the first byte is written; a
+reply that fails any check is a one-line stage error and nothing of it is written.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -26,19 +34,85 @@ import shlex
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+import zlib
 from pathlib import Path
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from edgebuild.core.paths import confined
+from edgebuild.errors import EdgebuildError
 from edgebuild.execute.task import StageTask, TaskOutcome
 
 SSH_CONFIG_ENV = "EDGEBUILD_SSH_CONFIG"
 TIMEOUT_S = 3600.0  # one stage; a hung board must not hang the build forever
+# A board's reply, compressed and again unpacked: a device stage returns measurements
+# and model outputs on a dataset, far below this; a stream without end is cut here.
+MAX_RESULT_BYTES = 2 * 1024**3
+MAX_MEMBERS = 100_000
+MAX_STDERR = 64 * 1024  # the tail of ssh's stderr kept for the message
+RESULT = "result.json"
+OUT_PREFIX = "out/"
 
 
 def ssh_command(host: str, remote: str) -> list[str]:
+    """The ssh argv; `--` ends ssh's options, so no `host` is ever read as one
+    (profiles refuse a host beginning with '-' as well: core/profile.py)."""
     config = os.environ.get(SSH_CONFIG_ENV)
     return ["ssh", *(["-F", config] if config else []), "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30", host, remote]
+            "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30", "--", host, remote]
+
+
+class BoardResult(BaseModel):
+    """The stage's result as a board reports it (execute/worker.py writes it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: Literal["ok", "unmeasurable", "error"]
+    reason: str = ""
+    message: str = ""
+    hint: str = ""
+    main: str | None = None
+    format: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    seconds: float | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> BoardResult:
+        if self.status == "ok" and (self.main is None or self.format is None
+                                    or self.seconds is None):
+            raise ValueError("a result with status ok needs main, format and seconds")
+        return self
+
+
+class BoardReply(BaseModel):
+    """result.json in a board's reply tar."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    result: BoardResult
+    log: str
+
+
+class _Bounded(io.RawIOBase):
+    """A readable stream that refuses to yield more than `limit` bytes in all."""
+
+    def __init__(self, raw: io.BufferedIOBase, limit: int, what: str) -> None:
+        self.raw, self.left, self.what = raw, limit, what
+        self.limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(min(len(buffer), self.left + 1))
+        if len(data) > self.left:
+            raise EdgebuildError(f"{self.what} is larger than {self.limit} bytes")
+        self.left -= len(data)
+        buffer[:len(data)] = data
+        return len(data)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -56,6 +130,7 @@ def _pack(members: dict[str, bytes]) -> bytes:
 
 
 def _unpack(data: bytes) -> dict[str, bytes]:
+    """The board's side: the client's task tar (the client is trusted by the board)."""
     members: dict[str, bytes] = {}
     with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
         for member in tar:
@@ -63,6 +138,118 @@ def _unpack(data: bytes) -> dict[str, bytes]:
             if handle is not None:
                 members[member.name] = handle.read()
     return members
+
+
+def _member_kind(member: tarfile.TarInfo) -> str:
+    for kind, test in (("symlink", member.issym), ("hard link", member.islnk),
+                       ("folder", member.isdir), ("device", member.isdev)):
+        if test():
+            return kind
+    return "special file"
+
+
+def read_reply(data: bytes, out: Path) -> tuple[BoardReply, dict[Path, bytes]]:
+    """A board's reply tar, checked whole: the typed result and, for a stage that
+    succeeded, its output files by their destination inside `out`.
+
+    Raises EdgebuildError (one line) at the first thing refused; nothing is written.
+    """
+    try:  # a gzip bomb stops at MAX_RESULT_BYTES unpacked
+        gz = io.BufferedReader(_Bounded(gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb"),
+                                        MAX_RESULT_BYTES, "the unpacked reply"))
+        members: dict[str, bytes] = {}
+        with tarfile.open(fileobj=gz, mode="r|") as tar:
+            for count, member in enumerate(tar, 1):
+                if count > MAX_MEMBERS:
+                    raise EdgebuildError(f"the reply has more than {MAX_MEMBERS} members")
+                if not member.isreg():
+                    raise EdgebuildError(f"refusing the {_member_kind(member)} "
+                                         f"{member.name!r:.120}: a reply holds regular "
+                                         "files only")
+                if member.name != RESULT and not member.name.startswith(OUT_PREFIX):
+                    raise EdgebuildError(f"refusing {member.name!r:.120}: a reply holds "
+                                         f"{RESULT} and out/… only")
+                if member.name in members:
+                    raise EdgebuildError(f"refusing {member.name!r:.120}: sent twice")
+                handle = tar.extractfile(member)
+                members[member.name] = handle.read() if handle is not None else b""
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise EdgebuildError(f"the reply is not a gzip tar ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
+    if RESULT not in members:
+        raise EdgebuildError(f"the reply has no {RESULT}")
+    try:
+        reply = BoardReply.model_validate_json(members.pop(RESULT))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or RESULT
+        raise EdgebuildError(f"refusing {RESULT}: {where}: {first['msg']}") from None
+    # Every name is checked, whatever the status (only an ok stage's files are written).
+    files = {confined(out, name.removeprefix(OUT_PREFIX), "a file name"): content
+             for name, content in members.items()}
+    folders = {folder for path in files for folder in path.parents}
+    clash = next((path for path in files if path in folders), None)
+    if clash is not None:
+        raise EdgebuildError(f"refusing {clash.relative_to(out.resolve())}: "
+                             "sent both as a file and as a folder")
+    if reply.result.status != "ok":
+        return reply, {}
+    assert reply.result.main is not None  # BoardResult._complete
+    confined(out, reply.result.main, "the main file's name")
+    return reply, files
+
+
+def _exchange(command: list[str], payload: bytes) -> tuple[int | None, bytes, str, str]:
+    """Run `command` with `payload` on stdin: (exit code, stdout, stderr's tail, problem).
+    stdout is cut at MAX_RESULT_BYTES and the run at TIMEOUT_S; `problem` says which
+    (exit code None)."""
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stderr = proc.stdin, proc.stderr
+    tail = bytearray()
+    timed_out = threading.Event()
+
+    def feed() -> None:
+        try:
+            stdin.write(payload)
+            stdin.close()
+        except OSError:  # the far side left early; its exit status tells why
+            pass
+
+    def drain() -> None:
+        while chunk := stderr.read(8192):
+            tail.extend(chunk)
+            del tail[:-MAX_STDERR]
+
+    def expire() -> None:
+        timed_out.set()
+        proc.kill()
+
+    helpers = [threading.Thread(target=feed, daemon=True),
+               threading.Thread(target=drain, daemon=True)]
+    timer = threading.Timer(TIMEOUT_S, expire)
+    for thread in (*helpers, timer):
+        thread.start()
+    out = bytearray()
+    problem = ""
+    try:
+        while chunk := proc.stdout.read(1 << 20):
+            out.extend(chunk)
+            if len(out) > MAX_RESULT_BYTES:
+                problem = f"sent more than {MAX_RESULT_BYTES} bytes"
+                proc.kill()
+                break
+        proc.wait()
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+        for thread in helpers:
+            thread.join(timeout=10)
+    if timed_out.is_set():
+        problem = f"did not finish within {TIMEOUT_S:g} s"
+    return (None if problem else proc.returncode), bytes(out), \
+        tail.decode(errors="replace").strip(), problem
 
 
 def run_over_ssh(task: StageTask, host: str, python: str,
@@ -81,38 +268,41 @@ def run_over_ssh(task: StageTask, host: str, python: str,
     members.update({f"files/{dest}": path.read_bytes() for dest, (_, path) in files.items()})
     command = ssh_command(host, f"{shlex.quote(python)} -m edgebuild.devices.ssh")
     try:
-        proc = subprocess.run(command, input=_pack(members), capture_output=True,
-                              timeout=TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return TaskOutcome({"status": "error", "message": f"the stage on ssh host {host} "
-                            f"did not finish within {TIMEOUT_S:g} s"}, started, time.time())
+        returncode, stdout, stderr, problem = _exchange(command, _pack(members))
     except FileNotFoundError:
         return _unmeasurable(f"no `ssh` client on this machine to reach {host}",
                              "install OpenSSH's client", started)
-    stderr = proc.stderr.decode(errors="replace").strip()
-    if proc.returncode == 255:
+    if problem:
+        return TaskOutcome({"status": "error", "message": f"the stage on ssh host {host} "
+                            f"{problem}"}, started, time.time())
+    if returncode == 255:
         return _unmeasurable(f"cannot reach ssh host {host}: {_last(stderr)}",
                              "check `ssh HOST true` works without a password prompt "
                              f"(keys in your ssh config, or ${SSH_CONFIG_ENV})", started)
-    if re.search(r"No module named '?edgebuild\b", stderr) or proc.returncode == 127:
+    if re.search(r"No module named '?edgebuild\b", stderr) or returncode == 127:
         return _unmeasurable(f"edgebuild is not installed on ssh host {host} for "
                              f"{python}: {_last(stderr)}",
                              "install edgebuild and the backend there, or set "
                              "`runs_on.python` to the Python that has it", started)
-    try:
-        back = _unpack(proc.stdout)
-        done = json.loads(back.pop("result.json"))
-    except (tarfile.TarError, KeyError, ValueError):
+    if not stdout:
         return TaskOutcome({"status": "error", "message": f"ssh host {host} sent no result "
-                            f"(exit {proc.returncode}): {_last(stderr)}"}, started, time.time())
-    task.log.parent.mkdir(parents=True, exist_ok=True)
-    task.log.write_text(done["log"])
+                            f"(exit {returncode}): {_last(stderr)}"}, started, time.time())
     out = Path(task.spec["out"])
-    for name, data in back.items():
-        file = out / name.removeprefix("out/")
+    try:
+        reply, outputs = read_reply(stdout, out)
+    except EdgebuildError as exc:
+        return TaskOutcome({"status": "error",
+                            "message": f"refusing the reply of ssh host {host}: {exc.message}",
+                            "hint": "nothing it sent was written; the board's edgebuild "
+                            "must be this version, and the board must be one you trust"},
+                           started, time.time())
+    task.log.parent.mkdir(parents=True, exist_ok=True)
+    task.log.write_text(reply.log)
+    for file, data in outputs.items():
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_bytes(data)
-    return TaskOutcome(done["result"], started, time.time(), {"worker": f"ssh:{host}"})
+    return TaskOutcome(reply.result.model_dump(exclude_none=True), started, time.time(),
+                       {"worker": f"ssh:{host}"})
 
 
 def _unmeasurable(reason: str, hint: str, started: float) -> TaskOutcome:
@@ -121,8 +311,11 @@ def _unmeasurable(reason: str, hint: str, started: float) -> TaskOutcome:
 
 
 def _last(text: str) -> str:
+    """The last line of the far side's stderr, printable characters only (no terminal
+    escapes from a board reach the user's terminal), at most 300 of them."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    last = "".join(c if c.isprintable() else "?" for c in lines[-1])[:300] if lines else ""
+    return last or "no message"
 
 
 def serve_stdin() -> int:

@@ -59,7 +59,7 @@ class ExportOnnx(Op):
     produces = "onnx"
     tools: ClassVar[tuple[str, ...]] = ("torch", "onnx", "onnxruntime")
     summary = "PyTorch -> ONNX, checked against PyTorch on sample inputs"
-    reads_source = True  # unpickling a pruned module imports the factory's module
+    reads_source = True  # the model (pruned or not) is rebuilt by the recipe's factory
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import torch

@@ -8,8 +8,11 @@ smaller and faster, not just masked with zeros. An optional fine-tuning
 callable recovers accuracy; the gates (against the *unpruned* FP32 reference)
 show what pruning cost.
 
-The output is a `pytorch` artifact: the whole pruned module pickled with
-`torch.save`. It is loaded back only by edgebuild, from its own cache.
+The output is a `pytorch` artifact made of data only (passes/pruned_torch.py):
+the pruned state dict and the pruning plan — every step torch-pruning took, with
+the removed channel indices. The next stage rebuilds the module from the recipe's
+factory and replays the plan; no module is ever pickled, because a cache entry
+may come from a shared store and reading it must not run code.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
-from edgebuild.passes.torch_model import load_stage_model
+from edgebuild.passes.pruned_torch import (
+    example_inputs,
+    load_pruned,
+    recorded_steps,
+    save_pruned,
+)
+from edgebuild.passes.torch_model import build_torch_model, load_stage_model_and_steps
 
 
 class PruneParams(BaseModel):
@@ -42,13 +51,15 @@ class PruneParams(BaseModel):
 
 class Prune(Op):
     name = "prune"
-    version = 2  # 2: the finetune function's file is in the key
+    # 2: the finetune function's file is in the key
+    # 3: the output is data (state dict + pruning plan), not a pickled module
+    version = 3
     Params = PruneParams
     accepts = ("pytorch",)
     produces = "pytorch"
     tools: ClassVar[tuple[str, ...]] = ("torch", "torch-pruning")
     summary = "structured L1/L2 filter pruning that removes channels (PyTorch)"
-    reads_source = True  # unpickling an earlier pass's module imports the factory's module
+    reads_source = True  # the model is rebuilt by the recipe's factory
     callable_params = ("finetune",)
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
@@ -58,9 +69,8 @@ class Prune(Op):
         from edgebuild.recipe.files import load_callable
 
         p: PruneParams = params
-        model = load_stage_model(ctx)
-        example = tuple(torch.zeros(t["shape"], dtype=getattr(torch, t["dtype"]))
-                        for t in ctx.io.inputs)
+        model, earlier = load_stage_model_and_steps(ctx)
+        example = example_inputs(ctx.io.inputs)
         before = sum(x.numel() for x in model.parameters())
         modules = dict(model.named_modules())
         unknown = [n for n in p.ignore if n not in modules]
@@ -73,6 +83,7 @@ class Prune(Op):
             importance=tp.importance.MagnitudeImportance(p=1 if p.importance == "l1" else 2),
             pruning_ratio=p.ratio, ignored_layers=ignored, round_to=p.round_to)
         pruner.step()
+        steps = earlier + recorded_steps(pruner.DG)
         pruned = sum(x.numel() for x in model.parameters())
         metadata: dict[str, Any] = {"parameters_before": before, "parameters_after": pruned,
                                     "removed": round(1 - pruned / before, 4)}
@@ -84,8 +95,10 @@ class Prune(Op):
             if not isinstance(model, torch.nn.Module):
                 raise StageError(f"prune.finetune '{p.finetune}' must return the model")
             metadata["finetune"] = p.finetune
-        torch.save(model.eval(), ctx.out / "model.pt")
-        return OpResult(main="model.pt", format="pytorch", metadata=metadata)
+        main = save_pruned(model.eval(), steps, ctx.out)
+        # What the next stage will do, done now: a hook that changed the layers fails here.
+        load_pruned(build_torch_model(ctx.model_source, ctx.recipe_dir), ctx.out / main, example)
+        return OpResult(main=main, format="pytorch", metadata=metadata)
 
 
 def _output_layers(model: Any, example: tuple[Any, ...]) -> list[Any]:

@@ -50,17 +50,22 @@ def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
 
 
 def load_stage_model(ctx: Any) -> Any:
-    """The model a torch stage works on: a `pytorch` artifact from an earlier pass
-    (e.g. prune), else the recipe's source model."""
-    import torch
+    """The model a torch stage works on: the recipe's source model, rebuilt by its factory,
+    with an earlier pass's pruning (a `pytorch` artifact, e.g. from prune) re-applied.
 
+    An artifact is data (a pruning plan and a weights_only state dict), never a pickled
+    module: it may come from a shared store, and reading it must not run code."""
+    return load_stage_model_and_steps(ctx)[0]
+
+
+def load_stage_model_and_steps(ctx: Any) -> tuple[Any, list[Any]]:
+    """`load_stage_model`, and the pruning steps already applied (prune appends to them)."""
+    from edgebuild.passes.pruned_torch import example_inputs, load_pruned
+
+    model = build_torch_model(ctx.model_source, ctx.recipe_dir)
     if "model" not in ctx.inputs:
-        return build_torch_model(ctx.model_source, ctx.recipe_dir)
-    source = ModelSource.model_validate(ctx.model_source)
-    if source.factory is not None:
-        load_callable(source.factory, ctx.recipe_dir)  # makes the model's classes importable
-    # Our own cache entry, written by torch.save of a whole module: trusted, not user input.
-    return torch.load(ctx.input().main, map_location="cpu", weights_only=False).eval()
+        return model, []
+    return load_pruned(model, ctx.input().main, example_inputs(ctx.io.inputs))
 
 
 def sample_inputs(tensors: list[dict[str, Any]], seed: int, count: int,
