@@ -9,7 +9,9 @@ the same loop, and prints medians, p90s and the overhead over start-up, and how
 many stages the last cached run still ran in a worker process (report.json:
 a stage a worker ran records when it started) and how many were not cached.
 Wall-clock numbers on a shared machine move; compare the medians and ratios
-from one invocation, not numbers across invocations.
+from one invocation, not numbers across invocations. The CPU column (user +
+system seconds of the command and its children) moves much less with load: on a
+busy machine it is the better measure of the work a command does.
 
 `--cache-dir` reuses a warmed cache (the quickstart's cold run takes minutes);
 trees whose stage keys agree share it. In a source checkout edgebuild's code is
@@ -20,6 +22,7 @@ alone (no pyproject.toml beside them: keys hold only the version) do.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,7 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, of the command and the processes it waited
+    for) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     # Not from a checkout: `python -m`/`-c` put the working directory first on sys.path,
     # ahead of PYTHONPATH, and would import that checkout's edgebuild for every tree.
@@ -39,7 +45,9 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     # 1 is a gate verdict (a latency budget on a busy machine, say), not a broken command.
     if done.returncode not in (0, 1):
         sys.exit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> None:
@@ -58,6 +66,8 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
+    # Bytecode cached as a user's install has it (a CI image may switch it off).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     trees = {"this": args.tree.resolve(), **({"baseline": args.baseline_tree.resolve()}
                                             if args.baseline_tree else {})}
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +85,7 @@ def main() -> None:
             own = root / args.recipe
             recipe = str((own if own.is_file() else REPO / args.recipe).resolve())
             print(f"warming the cache ({tree}): edgebuild run {args.recipe}", file=sys.stderr)
-            colds[tree] = timed([*edgebuild, "run", "-q", recipe, "--out", out], env)
+            colds[tree], _ = timed([*edgebuild, "run", "-q", recipe, "--out", out], env)
             commands.update({
                 f"import edgebuild.cli [{tree}]":
                     ([sys.executable, "-c", "import edgebuild.cli"], env),
@@ -85,30 +95,36 @@ def main() -> None:
                     ([*edgebuild, "run", "-q", recipe, "--out", out], env),
             })
         samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu_samples: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.repeat):
             for name, (argv, env) in commands.items():
-                samples[name].append(timed(argv, env))
+                wall, cpu = timed(argv, env)
+                samples[name].append(wall)
+                cpu_samples[name].append(cpu)
         workers = {tree: _stages(Path(out) / "report.json") for tree, out in outs.items()}
     base = statistics.median(samples["python -c pass (start-up)"])
     cold = ", ".join(f"{tree} {seconds:.1f} s" for tree, seconds in colds.items())
     print(f"\n`{args.recipe}`, {args.repeat} runs each, interleaved; cold run {cold}\n")
-    print("| command | median s | p90 s | minus start-up s |")
-    print("|---|---|---|---|")
-    medians = {}
+    print("| command | median s | p90 s | minus start-up s | median CPU s |")
+    print("|---|---|---|---|---|")
+    medians, cpus = {}, {}
     for name, values in samples.items():
         values.sort()
         median = medians[name] = statistics.median(values)
         p90 = values[int(0.9 * (len(values) - 1))]
-        print(f"| {name} | {median:.3f} | {p90:.3f} | {median - base:.3f} |")
+        cpu = cpus[name] = statistics.median(cpu_samples[name])
+        print(f"| {name} | {median:.3f} | {p90:.3f} | {median - base:.3f} | {cpu:.3f} |")
     for tree, (ran, uncached, total) in workers.items():
         print(f"\nlast cached run [{tree}]: {ran} of {total} stages ran in a worker process, "
               f"{uncached} not cached")
     if args.baseline_tree:
-        print("\n| command | this / baseline (medians) |\n|---|---|")
+        print("\n| command | this / baseline, wall (medians) | this / baseline, CPU |\n"
+              "|---|---|---|")
         for name in ("import edgebuild.cli", "edgebuild --help", "edgebuild plan",
                      "edgebuild run (fully cached)"):
             ratio = medians[f"{name} [this]"] / medians[f"{name} [baseline]"]
-            print(f"| {name} | {ratio:.2f} |")
+            cpu_ratio = cpus[f"{name} [this]"] / cpus[f"{name} [baseline]"]
+            print(f"| {name} | {ratio:.2f} | {cpu_ratio:.2f} |")
 
 
 def _stages(report: Path) -> tuple[int, int, int]:
