@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=REPO, metavar="DIR",
                         help="the folder holding the `edgebuild` package to time (default: "
                              "this checkout)")
+    parser.add_argument("--target", action="append", default=[], metavar="GLOB",
+                        help="plan and run only these targets (repeatable), as the CLI's "
+                             "--target")
     parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                         help="a cache to warm and reuse for every tree (default: a fresh "
                              "one per tree)")
@@ -72,6 +75,7 @@ def main() -> None:
                                             if args.baseline_tree else {})}
     with tempfile.TemporaryDirectory() as tmp:
         edgebuild = [sys.executable, "-m", "edgebuild"]
+        only = [arg for glob in args.target for arg in ("--target", glob)]
         commands: dict[str, tuple[list[str], dict[str, str]]] = {
             "python -c pass (start-up)": ([sys.executable, "-c", "pass"], dict(os.environ))}
         colds = {}
@@ -85,14 +89,14 @@ def main() -> None:
             own = root / args.recipe
             recipe = str((own if own.is_file() else REPO / args.recipe).resolve())
             print(f"warming the cache ({tree}): edgebuild run {args.recipe}", file=sys.stderr)
-            colds[tree], _ = timed([*edgebuild, "run", "-q", recipe, "--out", out], env)
+            colds[tree], _ = timed([*edgebuild, "run", "-q", recipe, "--out", out, *only], env)
             commands.update({
                 f"import edgebuild.cli [{tree}]":
                     ([sys.executable, "-c", "import edgebuild.cli"], env),
                 f"edgebuild --help [{tree}]": ([*edgebuild, "--help"], env),
-                f"edgebuild plan [{tree}]": ([*edgebuild, "plan", recipe], env),
+                f"edgebuild plan [{tree}]": ([*edgebuild, "plan", recipe, *only], env),
                 f"edgebuild run (fully cached) [{tree}]":
-                    ([*edgebuild, "run", "-q", recipe, "--out", out], env),
+                    ([*edgebuild, "run", "-q", recipe, "--out", out, *only], env),
             })
         samples: dict[str, list[float]] = {name: [] for name in commands}
         cpu_samples: dict[str, list[float]] = {name: [] for name in commands}
@@ -104,7 +108,8 @@ def main() -> None:
         workers = {tree: _stages(Path(out) / "report.json") for tree, out in outs.items()}
     base = statistics.median(samples["python -c pass (start-up)"])
     cold = ", ".join(f"{tree} {seconds:.1f} s" for tree, seconds in colds.items())
-    print(f"\n`{args.recipe}`, {args.repeat} runs each, interleaved; cold run {cold}\n")
+    print(f"\n`{args.recipe}` {' '.join(only)}, {args.repeat} runs each, interleaved; "
+          f"cold run {cold}\n")
     print("| command | median s | p90 s | minus start-up s | median CPU s |")
     print("|---|---|---|---|---|")
     medians, cpus = {}, {}
