@@ -150,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.execute.policy import FailurePolicy
     from edgebuild.plan.planner import build_plan, select_targets
+    from edgebuild.run.summary import stage_summary
 
     ci = ci_mode(args.ci)
     if ci:
@@ -170,18 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)
     cached = report.counts.get("cached", 0)
-    failed = report.counts.get("failed", 0)
-    unmeasurable = report.counts.get("unmeasurable", 0)
-    skipped = report.counts.get("skipped", 0)
-    if built or failed or skipped:  # a failed stage ran too: never "all cached" then
-        summary = (f"{built + failed + unmeasurable} stage(s) executed ({built} built), "
-                   f"{cached} cached" + (f", {skipped} skipped" if skipped else ""))
-    elif unmeasurable:  # "is a phone attached now?" is asked every run, never cached
-        summary = (f"0 stages built: all {cached} cached; {unmeasurable} not measurable "
-                   "here (checked again every run)")
-    else:
-        summary = f"0 stages executed: all {cached} cached"
-    print(f"\n{summary} ({report.seconds:.2f} s)")
+    print(f"\n{stage_summary(report, loaded)} ({report.seconds:.2f} s)")
     for target in report.targets:
         for gate in target.gates:
             mark = "PASS" if gate.status.value == "passed" else gate.status.value.upper()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
+PROBE_PURPOSES = ("latency", "accuracy", "build")  # what `Backend.probe` is asked about
 
 
 class Runner(ABC):
@@ -192,11 +193,35 @@ class Backend(ABC):
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         """A runner for a compiled artifact on the target's device."""
 
+    def probe(self, target: Target, purpose: str) -> str | None:
+        """Why this machine cannot measure (`purpose` "latency" or "accuracy") or build on
+        the device ("build") for `target`, when that is cheap to tell; None when only the
+        stage itself can tell.
+
+        The driver asks this before it starts a worker for a stage that asks the same
+        (`Op.probes`): "not here" is never cached (a phone may have been plugged in since),
+        so a cached re-run asks again every time, and should not pay a process and a
+        vendor import for it. A reason returned here must be the one the stage would give
+        (`unmeasurable_reason`, `build_on_device`); "cheap" means no vendor import and no
+        device I/O beyond listing what is attached (`adb devices`).
+        """
+        if purpose not in PROBE_PURPOSES:
+            raise ValueError(f"probe purpose {purpose!r}: one of {', '.join(PROBE_PURPOSES)}")
+        return self._probe(target, purpose) or None
+
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        """A backend that keeps this base's `unmeasurable_reason` is answered by it (it is
+        cheap); one that overrides it overrides this too, or stays "ask the stage"."""
+        if purpose != "build" and type(self).unmeasurable_reason is Backend.unmeasurable_reason:
+            return self.unmeasurable_reason(target, purpose)
+        return None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         """'' when this machine can run the target's artifacts, else why not.
 
         `purpose` is "accuracy" or "latency": a backend may check accuracy on a
-        host interpreter while latency needs the real device.
+        host interpreter while latency needs the real device. Cheap reasons are also
+        given by `probe`, in the driver.
         """
         if not target.runs_here:
             kind = target.runs_on.kind.value

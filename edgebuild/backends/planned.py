@@ -45,6 +45,9 @@ class PlannedBackend(Backend):
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         self._unavailable()
 
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        return self.unmeasurable_reason(target, purpose) if purpose != "build" else None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         return f"not measurable here: backend '{self.name}' is not implemented yet"
 

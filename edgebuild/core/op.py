@@ -124,6 +124,11 @@ class Op(ABC):
     # the function's source file enters the stage's key, so editing it rebuilds, and a
     # `file.py` travels to a remote worker like the model's factory (execute/carry.py).
     callable_params: ClassVar[tuple[str, ...]] = ()
+    # What it asks its target's backend before doing anything else: "latency" and
+    # "accuracy" (`unmeasurable_reason`), "build" (`build_on_device`). The driver asks
+    # `Backend.probe` the same first, so a device that is not attached costs no worker
+    # process on a cached re-run (devices/probe.py). "": it asks nothing.
+    probes: ClassVar[str] = ""
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:
         """Distributions whose installed versions belong in this stage's key."""

@@ -1,8 +1,13 @@
 """Sends each stage task to where its device is: an SSH board over ssh, everything else
 to the run's executor (local worker processes or a Dask cluster).
 
-    scheduler ── task ──▶ DeviceRouter ─┬─ task.ssh set ─▶ run_over_ssh (devices/ssh.py)
-                                        └─ otherwise ───▶ LocalExecutor | DaskExecutor
+    scheduler ── task ──▶ DeviceRouter ─┬─ device absent ─▶ answered here (devices/probe.py)
+                                        ├─ task.ssh set ──▶ run_over_ssh (devices/ssh.py)
+                                        └─ otherwise ────▶ LocalExecutor | DaskExecutor
+
+A stage that first asks whether its device is here (`Op.probes`) is asked in this
+process when the task would run on this machine (`probe_here`: local workers, no
+ssh): a device that is not attached costs no worker process on a cached re-run.
 
 A board runs one stage at a time: its tasks hold a cross-process lock named for
 the device, as a local measurement does, so two runs never time it at once.
@@ -19,9 +24,10 @@ from edgebuild.execute.task import StageTask, TaskOutcome
 
 
 class DeviceRouter:
-    def __init__(self, base: StageExecutor, locks: Path) -> None:
+    def __init__(self, base: StageExecutor, locks: Path, probe_here: bool = False) -> None:
         self.base = base
         self.locks = locks
+        self.probe_here = probe_here  # the base runs tasks on this machine
         self._boards: ThreadPoolExecutor | None = None
         self._digests: dict[Path, str] = {}  # client file -> digest, hashed once per run
 
@@ -30,6 +36,12 @@ class DeviceRouter:
         return self.base.slots
 
     def submit(self, task: StageTask) -> Future[TaskOutcome]:
+        if self.probe_here and task.ssh is None:
+            from edgebuild.devices.probe import absent_reason, answered
+
+            reason = absent_reason(task)
+            if reason is not None:
+                return answered(task, reason)
         if task.ssh is None:
             return self.base.submit(task)
         if self._boards is None:

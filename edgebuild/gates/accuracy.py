@@ -25,6 +25,7 @@ class Infer(Op):
     accepts = ("*",)
     produces = "outputs"
     target_specific = True
+    probes = "accuracy"
     summary = "run the compiled artifact on an evaluation dataset"
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:

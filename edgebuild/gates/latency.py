@@ -42,6 +42,7 @@ class MeasureLatency(Op):
     accepts = ("*",)
     produces = "latency"
     target_specific = True
+    probes = "latency"
     summary = "time the compiled artifact with the latency protocol"
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:
@@ -189,6 +190,7 @@ class InterleavedTiming(Op):
 
     accepts = ("*",)
     target_specific = True
+    probes = "latency"
     tools: ClassVar[tuple[str, ...]] = ("numpy",)
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:

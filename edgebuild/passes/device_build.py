@@ -20,6 +20,7 @@ class DeviceBuild(Op):
     accepts = ("*",)
     produces = "device-artifact"
     target_specific = True
+    probes = "build"
     summary = "build the device's own artifact from the compiled one, on the device"
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:

@@ -74,7 +74,9 @@ def make_executor(options: RunOptions, store: Store) -> StageExecutor:
         from edgebuild.execute.local import LocalExecutor
 
         base = LocalExecutor(store.tmp, store.root / "locks", options.jobs)
-    return DeviceRouter(base, store.root / "locks")
+    # Local workers read this machine, as the driver does: it may answer "no device here"
+    # itself. A cluster's workers may hold the device, so there the stage asks.
+    return DeviceRouter(base, store.root / "locks", probe_here=not options.cluster)
 
 
 def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Report:

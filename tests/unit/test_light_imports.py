@@ -1,4 +1,5 @@
-"""`import edgebuild`, `--help`, `plan` and a cached `run` load no heavy framework.
+"""`import edgebuild`, `--help`, `plan` and a cached `run` (probing for absent devices
+included) load no heavy framework.
 
 Runs in subprocesses so that what the test process imported does not count.
 """
@@ -76,3 +77,37 @@ def test_cached_run_is_light(tiny_project: Callable[..., Path], tmp_path: Path) 
     assert code == 0, output
     assert ("0 stages executed" if not retimed else "1 stage(s) executed (1 built)") in output
     assert heavy == []
+
+
+@pytest.mark.slow
+def test_cached_run_asking_for_an_absent_device_is_light(tiny_project: Callable[..., Path],
+                                                         tmp_path: Path) -> None:
+    """The phone's "not measurable here" is asked again on every run, in this process
+    (devices/probe.py): that must not import a framework either."""
+    from tests.unit.test_device_probe import phone_project
+
+    recipe = phone_project(tiny_project)
+    out = tmp_path / "out"
+    code, _, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
+    assert code == 0, output
+    code, heavy, output = loaded_heavy(["run", "-q", str(recipe), "--out", str(out)])
+    assert code == 0, output
+    assert "0 stages executed: nothing to build" in output
+    assert heavy == []
+
+
+def test_every_builtin_profiles_probe_is_light() -> None:
+    """What the driver asks each built-in target's backend on every run (the quickstart's
+    phone, Mac and Jetson among them) imports no framework."""
+    code = ("import sys\n"
+            "from edgebuild.core.target import Target\n"
+            "from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles\n"
+            "from edgebuild.registry import load_backend\n"
+            "for name, loaded in load_profiles([BUILTIN_TARGETS]).items():\n"
+            "    target = Target(name=name, profile=loaded.profile)\n"
+            "    for purpose in ('latency', 'accuracy', 'build'):\n"
+            "        load_backend(target.backend).probe(target, purpose)\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

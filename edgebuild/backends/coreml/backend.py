@@ -105,6 +105,9 @@ class CoreMlBackend(Backend):
         return ProxyRunner(artifact.path / proxy["file"], io["inputs"], io["outputs"],
                            threads, half=proxy["compute"] == "fp16")
 
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        return self.unmeasurable_reason(target, purpose) if purpose != "build" else None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         if purpose == "accuracy" or on_macos():
             return ""  # the proxy here; Core ML itself on a Mac

@@ -137,6 +137,10 @@ class OpenVinoBackend(Backend):
         return OpenVinoRunner(artifact.main, options.device.value,
                               runtime_config(options, threads))
 
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        # Where the target runs is cheap to tell; which devices OpenVINO sees is not.
+        return super().unmeasurable_reason(target, purpose) if purpose != "build" else None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         reason = super().unmeasurable_reason(target, purpose)
         if reason:

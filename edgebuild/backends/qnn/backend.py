@@ -151,6 +151,10 @@ class QnnBackend(Backend):
         options = QnnOptions.model_validate(target.options)
         return QnnRunner(artifact.main, options, threads)
 
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        # Latency: `adb devices -l` and a sentence. Accuracy imports onnxruntime-qnn.
+        return self.unmeasurable_reason(target, purpose) if purpose == "latency" else None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         if purpose == "accuracy":
             from edgebuild.backends.qnn.session import qnn_devices

@@ -147,8 +147,16 @@ class TensorRtBackend(Backend):
         # engine (its FP16 casts and Q/DQ are the numerics TensorRT is told to use).
         return OrtRunner(artifact.main, OrtOptions(), threads)
 
-    def unbuildable_reason(self, target: Target) -> str:
-        """'' when this process can build and run engines for `target`, else why not."""
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        if purpose == "accuracy":
+            return None  # '': ONNX Runtime runs the TensorRT-ready ONNX here
+        reason = self._no_tensorrt_here(target)
+        return reason.replace("not buildable", "not measurable", 1) if purpose == "latency" \
+            else reason
+
+    def _no_tensorrt_here(self, target: Target) -> str:
+        """The cheap half of `unbuildable_reason`: not the device's worker, or no tensorrt
+        installed (found, not imported)."""
         worker = f"edgebuild worker SCHEDULER --target {target.profile.name}"
         if not target.runs_here:
             where = ("and run with --cluster tcp://SCHEDULER" if target.runs_on.kind.value
@@ -161,6 +169,15 @@ class TensorRtBackend(Backend):
         if importlib.util.find_spec("tensorrt") is None:
             return (f"tools missing on worker {socket.gethostname()}: tensorrt (JetPack's "
                     "python3-libnvinfer, or NVIDIA's wheels: docs/backends-tensorrt.md)")
+        return ""
+
+    def unbuildable_reason(self, target: Target) -> str:
+        """'' when this process can build and run engines for `target`, else why not."""
+        reason = self._no_tensorrt_here(target)
+        if reason:
+            return reason
+        import socket
+
         from edgebuild.backends.tensorrt.cuda import gpu_here
 
         gpu = gpu_here()

@@ -160,6 +160,10 @@ class TfliteBackend(Backend):
                             use_xnnpack=options.delegate is not Delegate.CPU,
                             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
 
+    def _probe(self, target: Target, purpose: str) -> str | None:
+        # On the phone: adb (`devices -l`, a file test on the phone). Else '': measurable.
+        return self.unmeasurable_reason(target, purpose) if purpose == "latency" else None
+
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         options = TfliteOptions.model_validate(target.options)
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:

@@ -1,0 +1,53 @@
+"""Is the device here? Asked in the driver, before a worker process is started.
+
+A stage that measures on (or builds for) a device first asks its backend whether
+this machine can (`Op.probes`; `Backend.unmeasurable_reason`, `build_on_device`).
+"No" is never cached: a phone may be plugged in before the next run. So on a fully
+cached re-run those stages are the only work left, and each used to cost a worker
+process and its imports to learn "no phone attached" again. The driver now asks
+the backend's cheap `probe` first; only when it cannot tell does the stage run::
+
+    scheduler ─ task ─▶ DeviceRouter ─ absent_reason(task) ─┬─ a reason ─▶ done: unmeasurable
+                                                            └─ None ─────▶ a worker runs it
+
+It applies only to tasks that would run on this machine (not over ssh, not on a
+Dask cluster, whose workers may hold the device), where the probe's answer is the
+one a local worker would give: both read the same environment.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from edgebuild.core.target import Target
+from edgebuild.errors import EdgebuildError
+from edgebuild.registry import load_backend, load_op
+
+if TYPE_CHECKING:
+    from edgebuild.execute.task import StageTask, TaskOutcome
+
+def absent_reason(task: StageTask) -> str | None:
+    """The reason the task's stage would give for not measuring or building, when the
+    backend can tell without a worker; None: run the stage."""
+    purpose = load_op(task.spec["op"]).probes
+    if not purpose or not task.spec.get("target"):
+        return None
+    target = Target.model_validate(task.spec["target"])
+    try:
+        return load_backend(target.backend).probe(target, purpose)
+    except EdgebuildError:
+        return None  # the stage reports it, with its log, as it always did
+
+
+def answered(task: StageTask, reason: str) -> Future[TaskOutcome]:
+    """A finished task: unmeasurable for `reason`, with a log saying no worker ran."""
+    from edgebuild.execute.task import TaskOutcome
+
+    task.log.parent.mkdir(parents=True, exist_ok=True)
+    task.log.write_text(f"{task.stage_id}: answered in the driver, no worker started "
+                        f"(the device probe):\n{reason}\n")
+    future: Future[TaskOutcome] = Future()
+    # started 0: no worker ran it (report.json's `started`).
+    future.set_result(TaskOutcome({"status": "unmeasurable", "reason": reason}, 0.0, 0.0))
+    return future
