@@ -77,6 +77,8 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own cache, so tests never see each other's artifacts."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("EDGEBUILD_CACHE_DIR", str(cache))
+    # The shared cache's default signing key lives in the config dir: never the user's.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     return cache
 
 
