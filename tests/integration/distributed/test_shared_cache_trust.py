@@ -212,3 +212,26 @@ def test_cache_verify_checks_signatures(
     assert verify.returncode == 3, verify.stdout + verify.stderr
     assert f"corrupt {key}: from shared store" in verify.stdout
     assert "signature does not verify" in verify.stdout
+
+
+def test_another_writers_key_is_trusted_through_a_key_file(
+        tiny_project: Callable[..., Path], tmp_path: Path) -> None:
+    recipe = tiny_project()
+    team = str(tmp_path / "team-cache")
+    keys = {}
+    for name in ("a", "b"):
+        made = edgebuild("cache", "keygen", "--shared-cache-key", str(tmp_path / name / "k.pem"))
+        assert made.returncode == 0, made.stdout + made.stderr
+        keys[name] = tmp_path / name / "k.pem"
+    first, _ = run(recipe, tmp_path / "a", tmp_path / "machine-a", "--shared-cache", team,
+                   "--shared-cache-key", str(keys["a"]))
+    untrusting, stderr = run(recipe, tmp_path / "b", tmp_path / "machine-b", "--shared-cache",
+                             team, "--shared-cache-key", str(keys["b"]))
+    assert untrusting["onnx-optimize"]["outcome"] == "built"
+    assert stderr.count("refusing entry") == 1 and "is not a trusted key" in stderr
+    second, _ = run(recipe, tmp_path / "c", tmp_path / "machine-c", "--shared-cache", team,
+                    "--shared-cache-key", str(keys["b"]), "--shared-cache-trust",
+                    str(tmp_path / "a" / "k.pub"))
+    assert second["onnx-optimize"]["outcome"] == "cached"
+    assert second["onnx-optimize"]["artifact_digest"] == first["onnx-optimize"][
+        "artifact_digest"]
