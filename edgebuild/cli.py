@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgebuild import __version__
+from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 
 if TYPE_CHECKING:
+    from edgebuild.cache.signing import Trust
+    from edgebuild.cache.store import Store
     from edgebuild.execute.result import StageRun
     from edgebuild.plan.stage import Stage
     from edgebuild.report.model import SearchReport
@@ -43,6 +46,20 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--cache-dir", type=Path, default=None,
                        help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
 
+    def with_trust(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--shared-cache-trust", action="append", default=None,
+                       metavar="KEYFILE|any",
+                       help="accept shared-cache entries signed by the public keys in this "
+                            "file (repeatable; your own key and "
+                            "~/.config/edgebuild/shared-cache-trusted.pub always count), or "
+                            "`any` for a store only you can write: unsigned entries too, "
+                            "never reference outputs (default: "
+                            "$EDGEBUILD_SHARED_CACHE_TRUST, os.pathsep-separated)")
+        p.add_argument("--shared-cache-key", type=Path, default=None, metavar="KEYFILE",
+                       help="the Ed25519 private key this machine signs its uploads with "
+                            "(default: $EDGEBUILD_SHARED_CACHE_KEY, else "
+                            "~/.config/edgebuild/shared-cache-key.pem, made on first use)")
+
     p = sub.add_parser("run", help="build every target of a recipe and gate it")
     p.add_argument("recipe", type=Path)
     p.add_argument("--out", type=Path, default=None,
@@ -65,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-cache", default=None, metavar="URL",
                    help="a store other machines share, any fsspec URL (a folder, sftp://, "
                         "s3://…): a local miss is fetched from it, a build is uploaded to it "
-                        "(default: $EDGEBUILD_SHARED_CACHE)")
+                        "(default: $EDGEBUILD_SHARED_CACHE); entries are signed, and only "
+                        "trusted writers' are used (docs/distributed.md)")
+    with_trust(p)
     with_targets(p)
     p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
                    help="with --cluster: how long a device stage waits for a worker "
@@ -102,12 +121,24 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("targets", help="list the target profiles")
     sub.add_parser("passes", help="list the passes")
 
-    p = sub.add_parser("cache", help="inspect or clean the artifact cache")
-    p.add_argument("action", choices=("ls", "verify", "gc"))
+    p = sub.add_parser("cache", help="inspect or clean the artifact cache; make the key "
+                       "that signs shared-cache uploads")
+    p.add_argument("action", choices=("ls", "verify", "gc", "keygen"),
+                   help="verify: every digest, and the signature and writer of each entry "
+                        "that came from a shared store; keygen: create the signing key "
+                        "(or show the existing one's public key)")
+    with_trust(p)
     p.add_argument("--older-than-days", type=float, default=30.0,
                    help="gc: remove entries created longer ago than this")
     with_cache(p)
     return parser
+
+
+class RedactingFormatter(logging.Formatter):
+    """Every log line with URL passwords masked (core/redact.py), whoever logged it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def ci_mode(flag: bool | None) -> bool:
@@ -166,6 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
         cluster=args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None,
         shared_cache=args.shared_cache or os.environ.get("EDGEBUILD_SHARED_CACHE") or None,
+        shared_cache_trust=args.shared_cache_trust or [],
+        shared_cache_key=args.shared_cache_key,
         resource_timeout_s=args.resource_timeout, targets=args.target)
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe
@@ -297,6 +330,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.cache.store import Store
 
+    if args.action == "keygen":
+        return cache_keygen(args.shared_cache_key)
     store = Store(args.cache_dir or api.default_cache_dir())
     if store.root.exists() and not store.root.is_dir():
         raise EdgebuildError(f"--cache-dir {store.root} is not a folder",
@@ -311,19 +346,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         print(f"{store.root}: {total / 1e6:.1f} MB")
         return ExitCode.OK
     if args.action == "verify":
-        bad = 0
-        count = 0
-        for key in list(store.entry_keys()):
-            count += 1
-            entry = store.peek(key)
-            problem = (store.check(entry) if entry is not None
-                       else "its manifest is missing or unreadable")
-            if problem:
-                bad += 1
-                print(f"corrupt {key}: {problem} (removed)")
-                store.remove(key)
-        print(f"{count} entries checked, {bad} corrupt")
-        return ExitCode.STAGE_FAILED if bad else ExitCode.OK
+        return cache_verify(store, args.shared_cache_trust or [], args.shared_cache_key)
     cutoff = time.time() - args.older_than_days * 86400
     removed = store.clean_tmp()
     for artifact in list(store.entries()):
@@ -332,6 +355,58 @@ def cmd_cache(args: argparse.Namespace) -> int:
             removed += 1
     print(f"removed {removed} item(s) from {store.root}")
     return ExitCode.OK
+
+
+def cache_keygen(path: Path | None) -> int:
+    """Create the signing key (idempotent: an existing key is kept) and print its public
+    half, the line other machines put in their trusted keys."""
+    from edgebuild.cache import signing
+
+    path = path or (Path(os.environ[signing.KEY_ENV]) if os.environ.get(signing.KEY_ENV)
+                    else signing.default_key_path())
+    if path.exists():
+        signer = signing.load_signer(path)
+        print(f"{path}: exists, kept")
+    else:
+        signer = signing.generate(path)
+        print(f"{path}: created (mode 0600)")
+    public = signing.public_path(path)
+    if not public.exists():
+        public.write_text(signer.public_line() + "\n")
+    print(f"public key ({public}), for the readers' --shared-cache-trust files:")
+    print(signer.public_line())
+    return ExitCode.OK
+
+
+def cache_verify(store: Store, trust_specs: list[str], key: Path | None) -> int:
+    """Every entry's digests; for an entry fetched from a shared store, also its
+    signature and whether its writer is trusted now. A failing entry is removed."""
+    from edgebuild.cache.verify import verify_entry
+
+    bad = count = 0
+    trust = None
+    for key_ in list(store.entry_keys()):
+        count += 1
+        manifest = store.manifest(key_)
+        if manifest is not None and "origin" in manifest and trust is None:
+            trust = _reader_trust(trust_specs, key)
+        problem = verify_entry(store, key_, manifest, trust)
+        if problem:
+            bad += 1
+            print(f"corrupt {key_}: {problem} (removed)")
+            store.remove(key_)
+    print(f"{count} entries checked, {bad} corrupt or untrusted")
+    return ExitCode.STAGE_FAILED if bad else ExitCode.OK
+
+
+def _reader_trust(specs: list[str], key: Path | None) -> Trust:
+    from edgebuild.cache import signing
+
+    key = key or (Path(os.environ[signing.KEY_ENV]) if os.environ.get(signing.KEY_ENV)
+                  else None)
+    own = key or signing.default_key_path()
+    raw = signing.load_signer(own).raw_public if own.exists() else None
+    return signing.Trust.configure(specs, raw)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -370,12 +445,14 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": 
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter("warning: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     args = _parser().parse_args(argv)
     try:
         return int(COMMANDS[args.command](args))
     except EdgebuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted; finished stages are cached", file=sys.stderr)
@@ -402,12 +479,12 @@ def _internal_error(exc: BaseException, what: str) -> int:
     try:
         handle, name = tempfile.mkstemp(prefix="edgebuild-internal-error-", suffix=".log")
         with os.fdopen(handle, "w") as log:
-            log.write(f"edgebuild {__version__}, argv {sys.argv}\n")
-            traceback.print_exception(exc, file=log)
+            log.write(redact(f"edgebuild {__version__}, argv {sys.argv}\n"))
+            log.write(redact("".join(traceback.format_exception(exc))))
         where = f"the traceback is in {name}"
     except OSError:
         where = "the traceback could not be written anywhere"
-    cause = what or f"{type(exc).__name__}: {exc}"
+    cause = redact(what or f"{type(exc).__name__}: {exc}")
     print(f"internal error: {cause.splitlines()[0] if cause else type(exc).__name__}\n"
           f"  {where}; please report it with the recipe that caused it", file=sys.stderr)
     return int(ExitCode.INTERNAL)

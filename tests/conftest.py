@@ -82,6 +82,8 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # quiet (measure/quiet.py); tests of the wait itself set their own.
     if "EDGEBUILD_QUIET_WAIT_S" not in os.environ:
         monkeypatch.setenv("EDGEBUILD_QUIET_WAIT_S", "3")
+    # The shared cache's default signing key lives in the config dir: never the user's.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     return cache
 
 

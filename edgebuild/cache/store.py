@@ -60,6 +60,14 @@ class Store:
         except (OSError, ValueError, KeyError):
             return None
 
+    def manifest(self, key: str) -> dict[str, Any] | None:
+        """The entry's manifest as written (with its provenance), or None."""
+        try:
+            data = json.loads((self.entry_dir(key) / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def present(self, key: str) -> Artifact | None:
         """The entry if its manifest reads and every file is there at its recorded size:
         what `plan` shows as cached. A stat per file, no hashing (reuse verifies)."""
@@ -132,8 +140,12 @@ class Store:
         work.mkdir(parents=True)
         return work
 
-    def commit(self, key: str, work: Path, fmt: str, metadata: dict[str, Any]) -> Artifact:
-        """Digest the files in `work`, write the manifest, and publish it atomically."""
+    def commit(self, key: str, work: Path, fmt: str, metadata: dict[str, Any],
+               provenance: dict[str, Any] | None = None) -> Artifact:
+        """Digest the files in `work`, write the manifest, and publish it atomically.
+
+        `provenance`: for an entry fetched from a shared store, where from and who
+        signed it (kept in the manifest as "origin" and "signature", for `cache verify`)."""
         files: dict[str, str] = {}
         sizes: dict[str, int] = {}
         for file in sorted(p for p in work.rglob("*") if p.is_file()):
@@ -144,7 +156,7 @@ class Store:
             sizes[name] = file.stat().st_size
         manifest = {
             "key": key, "format": fmt, "files": files, "sizes": sizes,
-            "metadata": metadata, "created": time.time(),
+            "metadata": metadata, "created": time.time(), **(provenance or {}),
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         target = self.entry_dir(key)

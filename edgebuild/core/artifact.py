@@ -59,6 +59,18 @@ class Artifact:
         """The primary file (e.g. model.onnx), named by the producing op."""
         return self.path / str(self.metadata.get("main", next(iter(self.files), "")))
 
+    def named(self, name: Any, what: str) -> Path:
+        """A file the metadata names (a note, a shipped file): only ever one of this
+        artifact's own files, confined to its folder, never an absolute or `..` path
+        (a shared-cache entry's metadata comes from whoever wrote the store)."""
+        from edgebuild.core.paths import confined
+        from edgebuild.errors import EdgebuildError
+
+        path = confined(self.path, name, what)
+        if name not in self.files:
+            raise EdgebuildError(f"refusing {what} {name!r:.120}: not a file of the artifact")
+        return path
+
     def to_json(self) -> dict[str, Any]:
         return {
             "key": self.key, "format": self.format, "path": str(self.path),

@@ -125,7 +125,7 @@ class Scheduler:
                     artifact = self.store.lookup(key)
                     message = ""
                     if artifact is None and self.shared is not None and not stage.measures:
-                        artifact = self.shared.fetch(key, self.store)
+                        artifact = self.shared.fetch(key, self.store, stage.op)
                         message = f"from the shared cache {self.shared.url}"
                     if artifact is None:
                         continue

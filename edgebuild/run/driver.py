@@ -15,26 +15,30 @@ cached measurements, and writes the reports::
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import platform
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
 from edgebuild.core.paths import inside, writable_dir
-from edgebuild.errors import ExitCode
+from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.plan.planner import Plan, build_plan, own_stages, select_targets
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.loader import LoadedRecipe
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
+    from edgebuild.core.artifact import Artifact
     from edgebuild.execute.executor import StageExecutor
     from edgebuild.execute.result import ExecutionResult, Progress
     from edgebuild.execute.scheduler import Scheduler
@@ -58,6 +62,10 @@ class RunOptions:
     resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
     targets: list[str] | None = None  # globs: build and gate only these targets
     shared_cache: str | None = None  # fsspec URL of a store other machines share
+    # Whose entries to accept: public-key files, or "any" (docs/distributed.md);
+    # [] reads $EDGEBUILD_SHARED_CACHE_TRUST. The reader's own key is always trusted.
+    shared_cache_trust: list[str] = field(default_factory=list)
+    shared_cache_key: Path | None = None  # the writer's key (default: made in ~/.config)
 
 
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
@@ -105,9 +113,10 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
 
     shared = None
     if options.shared_cache:
-        from edgebuild.cache.shared import SharedStore
+        from edgebuild.cache.shared import shared_store
 
-        shared = SharedStore(options.shared_cache)
+        shared = shared_store(options.shared_cache, options.shared_cache_trust,
+                              options.shared_cache_key)
     executor = make_executor(options, store)
 
     def scheduler(progress: Progress) -> Scheduler:
@@ -148,6 +157,21 @@ def quiet_wait(store: Store, show: bool) -> Iterator[None]:
             else:
                 os.environ[name] = value
         ledger.unlink(missing_ok=True)
+
+
+def notes_of(compiled: Artifact) -> dict[str, str]:
+    """The backend's notes files, shown in every report: only files of the artifact
+    itself (Artifact.named), so an entry's metadata cannot read another local file
+    into summary.md or report.html; a refused name costs a warning."""
+    notes: dict[str, str] = {}
+    for name in compiled.metadata.get("notes") or []:
+        try:
+            notes[str(name)] = compiled.named(name, "a notes file").read_text(
+                errors="replace")
+        except (EdgebuildError, OSError) as exc:
+            log.warning("%s: skipping a note: %s", compiled.metadata.get("stage", "compile"),
+                        exc)
+    return notes
 
 
 def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
@@ -212,8 +236,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             artifact=artifact_path, format=compiled.format if compiled else None,
             size_bytes=compiled.shipped_bytes if compiled else None,
             gates=gates, search=search_report,
-            notes={file: (compiled.path / file).read_text()
-                   for file in compiled.metadata.get("notes", [])} if compiled else {}))
+            notes=notes_of(compiled) if compiled else {}))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         inputs=run.stage.upstream, outcome=run.outcome.value,
