@@ -222,6 +222,8 @@ def _target(report: Report, t: TargetReport) -> str:
     parts = [f'<section class="target" id="{_anchor(t.name)}"><h2>{escape(t.name)}</h2>',
              f'<p class="meta">profile {escape(t.profile)}, backend {escape(t.backend)}, '
              f"format {escape(t.format or '—')}{artifact}</p>"]
+    if t.model is not None and not t.model.empty:  # the ONNX file wrote it: escaped
+        parts.append(f'<p class="meta">model metadata: {escape(t.model.summary())}</p>')
     parts.append(_gate_table(t.gates) if t.gates else "<p>No gates.</p>")
     for latency in (g for g in t.gates if g.is_latency):  # one per shape profile
         if latency.status is not GateStatus.NOT_RUN:
