@@ -356,8 +356,24 @@ def _inline(text: str) -> str:
     return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<i>\1</i>", out)
 
 
+_CELL_TOKEN = re.compile(r"\\[|\\]|\||[^|\\]+|\\")
+
+
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """A table row's cells; `\\|` is a pipe inside a cell (a node name holding one)."""
+    cells, current = [], ""
+    for token in _CELL_TOKEN.findall(line.strip()):
+        if token == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += token[1] if len(token) == 2 else token
+    cells.append(current)
+    if line.strip().startswith("|"):
+        cells = cells[1:]
+    if len(cells) > 1 and not cells[-1].strip():
+        cells = cells[:-1]
+    return [c.strip() for c in cells]
 
 
 def markdown_to_html(text: str) -> str:

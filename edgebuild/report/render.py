@@ -47,8 +47,10 @@ def md_code(value: object) -> str:
 
 
 def md_block(text: str) -> str:
-    """A backend's Markdown note (tables, headings) with raw HTML made inert."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """A backend's Markdown note (tables, headings) with raw HTML and links made inert:
+    its cells hold node names the model file wrote (no note of edgebuild's has a link)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("](", "&#93;("))
 
 
 def could_not_time(report: Report) -> str:
