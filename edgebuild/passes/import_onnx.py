@@ -1,4 +1,7 @@
-"""import-onnx: bring a recipe's existing ONNX file into the cache as an artifact."""
+"""import-onnx: bring a recipe's existing ONNX file into the cache as an artifact.
+
+Its metadata carries the model's own (class names, task, stride, input size from the
+file's `metadata_props`, passes/onnx_metadata.py), which the report shows per target."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import shutil
 from typing import Any, ClassVar
 
 from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.passes.onnx_metadata import read_metadata
 from edgebuild.passes.onnx_stats import graph_stats
 from edgebuild.recipe.files import resolve_file
 from edgebuild.recipe.models import ModelSource
@@ -13,7 +17,7 @@ from edgebuild.recipe.models import ModelSource
 
 class ImportOnnx(Op):
     name = "import-onnx"
-    version = 1
+    version = 2  # 2: the model's own metadata
     accepts = ("onnx-file",)
     produces = "onnx"
     tools: ClassVar[tuple[str, ...]] = ("onnx",)
@@ -27,5 +31,9 @@ class ImportOnnx(Op):
         path = resolve_file(source.onnx, ctx.recipe_dir)
         onnx.checker.check_model(str(path))
         shutil.copyfile(path, ctx.out / "model.onnx")
-        return OpResult(main="model.onnx", format="onnx",
-                        metadata={"graph": graph_stats(ctx.out / "model.onnx")})
+        metadata: dict[str, Any] = {"graph": graph_stats(ctx.out / "model.onnx")}
+        model = onnx.load(str(ctx.out / "model.onnx"), load_external_data=False)
+        own = read_metadata({p.key: p.value for p in model.metadata_props})
+        if not own.empty:
+            metadata["model"] = own.model_dump(exclude_defaults=True)
+        return OpResult(main="model.onnx", format="onnx", metadata=metadata)

@@ -222,6 +222,8 @@ def _target(report: Report, t: TargetReport) -> str:
     parts = [f'<section class="target" id="{_anchor(t.name)}"><h2>{escape(t.name)}</h2>',
              f'<p class="meta">profile {escape(t.profile)}, backend {escape(t.backend)}, '
              f"format {escape(t.format or '—')}{artifact}</p>"]
+    if t.model is not None and not t.model.empty:  # the ONNX file wrote it: escaped
+        parts.append(f'<p class="meta">model metadata: {escape(t.model.summary())}</p>')
     parts.append(_gate_table(t.gates) if t.gates else "<p>No gates.</p>")
     for latency in (g for g in t.gates if g.is_latency):  # one per shape profile
         if latency.status is not GateStatus.NOT_RUN:
@@ -354,8 +356,24 @@ def _inline(text: str) -> str:
     return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"<i>\1</i>", out)
 
 
+_CELL_TOKEN = re.compile(r"\\[|\\]|\||[^|\\]+|\\")
+
+
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """A table row's cells; `\\|` is a pipe inside a cell (a node name holding one)."""
+    cells, current = [], ""
+    for token in _CELL_TOKEN.findall(line.strip()):
+        if token == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += token[1] if len(token) == 2 else token
+    cells.append(current)
+    if line.strip().startswith("|"):
+        cells = cells[1:]
+    if len(cells) > 1 and not cells[-1].strip():
+        cells = cells[:-1]
+    return [c.strip() for c in cells]
 
 
 def markdown_to_html(text: str) -> str:

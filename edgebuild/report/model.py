@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from edgebuild.gates.result import GateResult
+from edgebuild.passes.onnx_metadata import ModelMetadata
 
 
 class StageReport(BaseModel):
@@ -81,6 +82,9 @@ class TargetReport(BaseModel):
     notes: dict[str, str] = Field(
         default_factory=dict, description="Markdown a backend wrote for reviewers, by file "
         "(e.g. the TFLite NNAPI coverage table).")
+    model: ModelMetadata | None = Field(
+        None, description="The model's own metadata (an ONNX source's `metadata_props`: "
+        "task, class names, stride, input size), as edgebuild read it.")
 
     @property
     def passed(self) -> bool:

@@ -47,8 +47,10 @@ def md_code(value: object) -> str:
 
 
 def md_block(text: str) -> str:
-    """A backend's Markdown note (tables, headings) with raw HTML made inert."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """A backend's Markdown note (tables, headings) with raw HTML and links made inert:
+    its cells hold node names the model file wrote (no note of edgebuild's has a link)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("](", "&#93;("))
 
 
 def could_not_time(report: Report) -> str:
@@ -101,6 +103,7 @@ def markdown(report: Report) -> str:
             limits = ", ".join(f"{k} {v:g}" for k, v in gate.limits.items())
             lines.append(f"| {md(target.name)} | {md(gate.gate)} | {ICONS[gate.status]} | "
                          f"{md(measured or gate.message)} | {md(limits)} |")
+    lines += model_lines(report)
     for target in report.targets:
         if target.search is not None:
             lines += ["", *search_table(target.name, target.search)]
@@ -122,6 +125,18 @@ def markdown(report: Report) -> str:
         lines += ["", "### Details", ""]
         lines += [f"- **{md(g.name)}**: {md(g.message)}" for g in notes]
     return "\n".join(lines) + "\n"
+
+
+def model_lines(report: Report) -> list[str]:
+    """The line "Model metadata … (targets): task detect, 80 classes (…), stride 32", once per
+    distinct metadata (one ONNX source: one line naming every target). The file wrote it:
+    every value is escaped."""
+    by_summary: dict[str, list[str]] = {}
+    for target in report.targets:
+        if target.model is not None and not target.model.empty:
+            by_summary.setdefault(target.model.summary(), []).append(target.name)
+    return ["", *(f"Model metadata from the ONNX file ({md(', '.join(names))}): {md(text)}"
+                  for text, names in by_summary.items())] if by_summary else []
 
 
 STATE_ICONS = {"chosen": "✅ **chosen**", "passed": "✅ passed", "rejected": "❌ rejected",

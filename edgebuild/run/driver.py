@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from edgebuild.execute.result import ExecutionResult, Progress
     from edgebuild.execute.scheduler import Scheduler
     from edgebuild.gates.result import GateResult
+    from edgebuild.passes.onnx_metadata import ModelMetadata
     from edgebuild.plan.planner import TargetStages
     from edgebuild.report.model import Report, SearchReport
     from edgebuild.run.search import SearchResult
@@ -174,6 +175,26 @@ def notes_of(compiled: Artifact) -> dict[str, str]:
     return notes
 
 
+def model_metadata_of(built: Plan, execution: ExecutionResult) -> ModelMetadata | None:
+    """The model's own metadata as the import-onnx stage read it (a plan has at most one:
+    every target of an ONNX source descends from it). None for a PyTorch source, or when
+    the (cached, maybe shared) entry holds no valid one."""
+    from pydantic import ValidationError
+
+    from edgebuild.passes.onnx_metadata import ModelMetadata
+
+    for stage in built.order():
+        if stage.op != "import-onnx":
+            continue
+        run = execution.runs.get(stage.id)
+        found = run.artifact.metadata.get("model") if run and run.artifact else None
+        try:
+            return ModelMetadata.model_validate(found) if found else None
+        except ValidationError:
+            log.warning("%s: ignoring its model metadata (not valid)", stage.id)
+    return None
+
+
 def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
                  searches: dict[str, SearchResult], store: Store) -> None:
     """Drop from the cache each latency figure timed under conditions a gate would not
@@ -207,6 +228,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
     targets = []
     contained: set[str] = set()  # stages of candidates whose search still chose one
     owned = own_stages(built) if searches else {}
+    model = model_metadata_of(built, execution)
     for name, stages in built.targets.items():
         info = loaded.targets[name]
         entry = loaded.recipe.targets[name]
@@ -236,7 +258,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             artifact=artifact_path, format=compiled.format if compiled else None,
             size_bytes=compiled.shipped_bytes if compiled else None,
             gates=gates, search=search_report,
-            notes=notes_of(compiled) if compiled else {}))
+            notes=notes_of(compiled) if compiled else {},
+            model=model))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         inputs=run.stage.upstream, outcome=run.outcome.value,

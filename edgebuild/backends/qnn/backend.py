@@ -99,7 +99,7 @@ class QnnBackend(Backend):
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
-        from edgebuild.backends.qnn import partition
+        from edgebuild.backends.qnn import partition, props
         from edgebuild.backends.qnn.quantize import quantize_for_htp
         from edgebuild.backends.qnn.session import session
 
@@ -109,14 +109,17 @@ class QnnBackend(Backend):
                                     "soc_model": options.soc_model,
                                     "htp_arch": options.htp_arch}
         started = time.perf_counter()
-        model = static = _static(source, ctx)
+        model = static = bare = _static(source, ctx)
         if options.precision is not QnnPrecision.FP16:
             assert options.calibration_dataset is not None  # the options model checks it
             model = ctx.out / "qdq.onnx"  # scratch: the context binary is what ships
+            # onnxruntime's QNN preprocessing crashes on any metadata_props (props.py).
+            bare, kept = props.set_aside(static, ctx.out / "bare.onnx")
             metadata["quantization"] = quantize_for_htp(
-                static, model, options.precision.value,
+                bare, model, options.precision.value,
                 ctx.dataset(options.calibration_dataset), options.calibration_samples,
                 options.per_channel)
+            props.put_back(model, kept)
         context = ctx.out / CONTEXT_MODEL
         try:
             # The CPU EP stays on: it runs the graph I/O (de)quantization by design. What
@@ -129,7 +132,7 @@ class QnnBackend(Backend):
             raise StageError("the HTP took no node of the model",
                              "unsupported dtypes or dynamic shapes are the usual cause")
         found = partition.partition(model, context)
-        for scratch in {static, model} - {source}:
+        for scratch in {static, bare, model} - {source}:
             scratch.unlink()  # pinned shapes, QDQ: inputs of the context binary, not results
         if found.cpu and options.cpu_fallback is CpuFallback.FAIL:
             named = "; ".join(f"{op}: {', '.join(names[:5])}"

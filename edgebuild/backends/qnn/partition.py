@@ -10,6 +10,7 @@ table shows it at build time.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,16 @@ def partition(source: Path, compiled: Path) -> Partition:
     return Partition(source_ops - left, cpu, io, contexts)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+
+
+def _cell(text: str) -> str:
+    """A node name or op type (the ONNX file wrote them) as one table cell: a `|` or a
+    newline in it would add a column or end the table. The report makes HTML and links
+    inert (report/render.py `md_block`)."""
+    return _CONTROL.sub(" ", text.replace("\\", "\\\\").replace("|", "\\|"))
+
+
 def render_markdown(found: Partition, soc: str) -> str:
     io = (f"; the graph input's quantize and output's dequantize ({len(found.io)}) run on "
           "the CPU by design" if found.io else "")
@@ -68,5 +79,6 @@ def render_markdown(found: Partition, soc: str) -> str:
     for op in sorted(set(found.htp) | set(found.cpu)):
         names = found.cpu.get(op, [])
         shown = ", ".join(names[:5]) + (f" (+{len(names) - 5})" if len(names) > 5 else "")
-        lines.append(f"| {op} | {found.htp.get(op, 0)} | {len(names)} | {shown} |")
+        lines.append(f"| {_cell(op)} | {found.htp.get(op, 0)} | {len(names)} | "
+                     f"{_cell(shown)} |")
     return "\n".join(lines) + "\n"
