@@ -232,8 +232,9 @@ def float_nodes(model: Any, feeds: list[dict[str, np.ndarray]] | None,
     graph = model.graph
     result = FloatNodes(keep_float=str(keep_float), bound=bound, user=list(user))
     if keep_float == KeepFloat.AUTO.value:
-        result.output_tail = output_tail(graph)
-        result.signal_front_end = signal_front_end(graph)
+        computes_floats = _computes_floats(model)
+        result.output_tail = [n for n in output_tail(graph) if computes_floats(n)]
+        result.signal_front_end = [n for n in signal_front_end(graph) if computes_floats(n)]
     if bound is None:
         return result
     if not feeds:
@@ -244,6 +245,24 @@ def float_nodes(model: Any, feeds: list[dict[str, np.ndarray]] | None,
     ranges = tensor_ranges(model, tensors, feeds)
     result.mixed_range = mixed_range_nodes(graph, ranges, bound, op_types)
     return result
+
+
+def _computes_floats(model: Any) -> Any:
+    """A predicate: does the named node produce a float tensor? Shape arithmetic
+    (int64) is never quantized, and a backend folds it into constants."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+    outputs = {n.name: list(n.output) for n in model.graph.node}
+
+    def computes_floats(name: str) -> bool:
+        known = [types[o] for o in outputs.get(name, []) if o in types]
+        return not known or any(t in floats for t in known)
+
+    return computes_floats
 
 
 def worst_slice_error(reference: list[np.ndarray], candidate: list[np.ndarray]
