@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
+from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
 from edgebuild.passes.onnx_stats import graph_stats
 
 
@@ -143,6 +144,15 @@ class QuantizeParams(BaseModel):
         None, description="Only quantize these op types (default: all the quantizer supports).")
     exclude_nodes: list[str] = Field(default_factory=list,
                                      description="Node names kept in float.")
+    keep_float: KeepFloat = Field(
+        KeepFloat.AUTO, description="`auto`: the output tail (every node after the last "
+        "weight layer on the way to a graph output: decode, NMS, final Sigmoid/Softmax, "
+        "output Concat) and a signal front end (STFT/DFT/Pad before the first weight layer) "
+        "stay float; `none`: only `exclude_nodes` and the mixed-range rule.")
+    mixed_range_bound: float | None = Field(
+        DEFAULT_BOUND, gt=1, description="A Concat/Add whose inputs' calibrated ranges "
+        "differ by more than this factor stays float (each input keeps its own scale); "
+        "null: off. 16 leaves the narrowest input 16 of the 256 codes.")
     keep_io_fp32: bool = Field(True, description="fp16: keep float32 inputs and outputs.")
     equalize: Equalization | None = Field(
         None, description="Cross-layer equalization before quantizing (needs `calibration` "
@@ -205,7 +215,9 @@ class QuantizeParams(BaseModel):
 
 class Quantize(Op):
     name = "quantize"
-    version = 7  # 7: entropy/percentile collect one sample at a time (NMS, profiles)
+    # 8: safe by default — mixed-range Concat/Add, the output tail and a signal front end
+    # stay float (int8_safety.py); the per-layer report ranks by effect on the outputs
+    version = 8
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"
@@ -243,15 +255,14 @@ class Quantize(Op):
                 metadata["accuracy_aware"] = impl.accuracy_aware(
                     prepared, destination, p, calibration, evaluation, scratch)
             else:
-                impl.quantize_prepared(prepared, destination, p, calibration, p.exclude_nodes,
+                impl.quantize_prepared(prepared, destination, p, calibration, prepared.exclude,
                                        scratch)
             metadata.update(prepared.metadata)
-        if p.mode != "fp16":
-            metadata["float_layers_guarded"] = impl.guarded_layers(destination)
-        if p.compare_samples:
-            feeds_from = calibration if calibration is not None else None
-            metadata["layers"] = impl.layer_report(source, destination, ctx, feeds_from,
-                                                   p.compare_samples)
+            if p.mode != "fp16":
+                metadata["float_layers_guarded"] = impl.guarded_layers(destination)
+            if p.compare_samples:
+                metadata["layers"] = impl.layer_report(source, destination, ctx, calibration,
+                                                       p.compare_samples, prepared, p, scratch)
         metadata.update(before=graph_stats(source), after=graph_stats(destination))
         return OpResult(main="model.onnx", format="onnx", metadata=metadata)
 

@@ -66,6 +66,7 @@ class Prepared:
     metadata: dict[str, Any] = field(default_factory=dict)
     shifts: dict[str, np.ndarray] | None = None
     reduced: dict[str, Any] | None = None  # reduce_range auto: TensorQuantOverrides
+    exclude: list[str] = field(default_factory=list)  # kept float: exclude_nodes + the rules
 
 
 def prepare(source: Path, p: QuantizeParams, calibration: Samples | None,
@@ -73,7 +74,7 @@ def prepare(source: Path, p: QuantizeParams, calibration: Samples | None,
     """Apply cross-layer equalization (if asked) and record what it did."""
     scratch.mkdir(parents=True, exist_ok=True)
     if p.equalize is None:
-        return Prepared(source, source)
+        return _with_float_nodes(Prepared(source, source), p, calibration)
     import onnx
 
     from edgebuild.passes import equalize as eq
@@ -98,7 +99,31 @@ def prepare(source: Path, p: QuantizeParams, calibration: Samples | None,
         a, b = outputs(source, first(probe, 8)), outputs(path, first(probe, 8))
         summary["fp32_max_abs_diff"] = float(np.max(np.abs(a - b)))
         summary["fp32_top1_agreement"] = 100.0 * float(np.mean(a.argmax(1) == b.argmax(1)))
-    return Prepared(source, path, {"equalize": summary})
+    return _with_float_nodes(Prepared(source, path, {"equalize": summary}), p, calibration)
+
+
+RANGE_SAMPLES = 32
+
+
+def _with_float_nodes(prepared: Prepared, p: QuantizeParams,
+                      calibration: Samples | None) -> Prepared:
+    """Decide which nodes stay float on every quantization of this stage (int8_safety.py)."""
+    if p.mode == "fp16":
+        prepared.exclude = list(p.exclude_nodes)
+        return prepared
+    import onnx
+
+    from edgebuild.passes.int8_safety import float_nodes
+
+    probe = None if calibration is None else feeds(first(calibration, RANGE_SAMPLES))
+    chosen = float_nodes(onnx.load(str(prepared.path)), probe, p.keep_float.value,
+                         p.mixed_range_bound, p.exclude_nodes, p.op_types)
+    if p.preset == "tensorrt":
+        chosen.notes.append("TensorRT runs the float nodes at the engine's float precision "
+                            "(fp16 where the build allows it)")
+    prepared.exclude = chosen.names
+    prepared.metadata["kept_float"] = chosen.to_json()
+    return prepared
 
 
 def _not_channel(x: np.ndarray) -> tuple[int, ...]:
@@ -150,7 +175,7 @@ def quantize_prepared(prepared: Prepared, destination: Path, p: QuantizeParams,
 
     if prepared.shifts is None:
         measured = scratch / "uncorrected.onnx"
-        quantize(prepared.path, measured, p, calibration, list(p.exclude_nodes), scratch,
+        quantize(prepared.path, measured, p, calibration, list(prepared.exclude), scratch,
                  overrides=overrides)
         prepared.shifts = bc.measure_shifts(prepared.path, measured, feeds(calibration))
         largest = max((float(np.max(np.abs(v))) for v in prepared.shifts.values()), default=0.0)
@@ -181,7 +206,7 @@ def _saturation_overrides(prepared: Prepared, p: QuantizeParams, calibration: Sa
         from edgebuild.passes.qdq_graph import u8s8_saturation
 
         probe = scratch / "saturation-probe.onnx"
-        quantize(prepared.path, probe, p, calibration, list(p.exclude_nodes), scratch)
+        quantize(prepared.path, probe, p, calibration, list(prepared.exclude), scratch)
         model = onnx.load(str(probe))
         wanted = [n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"]
         values = _tensor_values(prepared.path, wanted, first(calibration, SATURATION_SAMPLES))
@@ -361,7 +386,7 @@ def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
     ranking: list[str] = []
 
     def passes(count: int) -> bool:
-        excluded = list(dict.fromkeys([*p.exclude_nodes, *ranking[:count]]))
+        excluded = list(dict.fromkeys([*prepared.exclude, *ranking[:count]]))
         quantize_prepared(prepared, trial, p, calibration, excluded, scratch)
         lost = drop(reference, outputs(trial, evaluation), evaluation.labels, budget.metric)
         steps.append({"kept_in_float": len(excluded), "drop": round(lost, 4),
@@ -381,7 +406,7 @@ def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
         probe = feeds(first(calibration if calibration is not None else evaluation, 8))
         deadline = started + budget.max_seconds / 2
         scored = isolated_sensitivity(prepared, p, calibration, probe, scratch, deadline)
-        ranking = [node for node, _ in scored if node not in p.exclude_nodes]
+        ranking = [node for node, _ in scored if node not in prepared.exclude]
         count = 1
         while True:
             if exhausted() or low >= len(ranking):
@@ -405,7 +430,7 @@ def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
             else:
                 low = middle
     best.replace(destination)
-    kept = list(dict.fromkeys([*p.exclude_nodes, *ranking[:high]]))
+    kept = list(dict.fromkeys([*prepared.exclude, *ranking[:high]]))
     return {"steps": steps, "kept_in_float": kept, "max_drop": budget.max_drop,
             "metric": budget.metric,
             "most_sensitive": [{"node": n, "output_error": round(e, 5)} for n, e in scored[:10]]}
@@ -476,8 +501,15 @@ def isolated_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Sam
 
 
 def layer_report(source: Path, destination: Path, ctx: StageContext,
-                 samples: Samples | None, count: int) -> dict[str, Any]:
-    """The per-layer comparison kept in metadata, for reports when an accuracy gate fails."""
+                 samples: Samples | None, count: int, prepared: Prepared | None = None,
+                 p: QuantizeParams | None = None, scratch: Path | None = None
+                 ) -> dict[str, Any]:
+    """The per-layer comparison kept in metadata, for reports when an accuracy gate fails.
+
+    `worst` ranks layers by the error each adds over its inputs (local); with
+    `prepared` (INT8), `sensitivity` ranks the candidates by what quantizing each
+    *alone* does to the graph outputs, and `culprit` is the first of them.
+    """
     from edgebuild.passes.torch_model import sample_inputs
 
     if samples is not None:
@@ -486,10 +518,84 @@ def layer_report(source: Path, destination: Path, ctx: StageContext,
         chosen = sample_inputs(ctx.io.inputs, seed=0, count=count)
     layers = compare_layers(source, destination, chosen)
     diverged = first_divergence(layers)
-    return {
+    report: dict[str, Any] = {
         "samples": len(chosen),
         "first_divergence": diverged.to_json() if diverged else None,
         "worst": [layer.to_json() for layer in worst(layers, 10)],
         "non_finite": [layer.to_json() for layer in non_finite(layers)],
         "output_error": layers[-1].error if layers and layers[-1].finite else None,
     }
+    if prepared is not None and p is not None and scratch is not None and p.mode != "fp16":
+        ranked = output_sensitivity(prepared, p, samples, chosen, layers, scratch)
+        report["sensitivity"] = ranked
+        report["culprit"] = ranked[0] if ranked else None
+    return report
+
+
+def _by_output(runs: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Each output over the runs, concatenated on axis 0; empty where its shape varies
+    between runs (after NMS), which worst_slice_error then skips."""
+    stacked = []
+    for k in range(len(runs[0]) if runs else 0):
+        values = [np.asarray(run[k]) for run in runs]
+        same = len({v.shape for v in values}) == 1 and values[0].ndim > 0
+        stacked.append(np.concatenate(values) if same else np.zeros(0))
+    return stacked
+
+
+SENSITIVITY_ALL = 16  # measure every candidate up to this many; else the top by local error
+SENSITIVITY_TOP = 8
+
+
+def output_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Samples | None,
+                       probe: list[dict[str, np.ndarray]], layers: list[Any],
+                       scratch: Path) -> list[dict[str, Any]]:
+    """Candidates ranked by the worst per-channel output error when quantized alone.
+
+    Local error misleads twice: a layer's error shows up downstream of it, and a
+    whole-tensor error of a mixed-range output (box pixels beside 0-1 scores) is
+    dominated by the wide part. So each candidate — every quantized node when
+    there are few, else the top by local error plus the producers of the graph
+    outputs — is quantized alone (with the Relu/Clip folded into it) and judged by
+    the largest relative error of any output channel (int8_safety.worst_slice_error).
+    """
+    import onnx
+    import onnxruntime as ort
+
+    from edgebuild.passes.int8_safety import worst_slice_error
+
+    graph = onnx.load(str(prepared.path), load_external_data=False).graph
+    allowed = set(p.op_types or QUANTIZABLE)
+    excluded = set(prepared.exclude)
+    quantized = {n.name: n.op_type for n in graph.node
+                 if n.name and n.op_type in allowed and n.name not in excluded}
+    if len(quantized) <= SENSITIVITY_ALL:
+        candidates = list(quantized)
+    else:
+        outputs = {o.name for o in graph.output}
+        by_local = [layer.node for layer in worst(layers, len(layers))
+                    if layer.node in quantized]
+        last = [n.name for n in graph.node if n.name in quantized and
+                any(o in outputs for o in n.output)]
+        candidates = list(dict.fromkeys([*by_local[:SENSITIVITY_TOP], *last]))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    fp32 = ort.InferenceSession(str(prepared.source), so, providers=["CPUExecutionProvider"])
+    reference = [fp32.run(None, feed) for feed in probe]
+    activations = fused_activations(graph)
+    local = {layer.node: layer.added for layer in layers if layer.finite}
+    one = scratch / "sensitivity.onnx"
+    ranked: list[dict[str, Any]] = []
+    for node in candidates:
+        quantize_prepared(prepared, one, p, calibration, [], scratch,
+                          only=[node, *activations.get(node, [])])
+        session = ort.InferenceSession(str(one), so, providers=["CPUExecutionProvider"])
+        got = [session.run(None, feed) for feed in probe]
+        error, where = worst_slice_error(_by_output(reference), _by_output(got))
+        entry: dict[str, Any] = {"node": node, "op_type": quantized[node],
+                                 "output_error": round(error, 6), "where": where}
+        if node in local:
+            entry["local_added"] = round(local[node], 6)
+        ranked.append(entry)
+    ranked.sort(key=lambda entry: entry["output_error"], reverse=True)
+    return ranked

@@ -12,6 +12,11 @@ model — the same quantities the accuracy gate checks, in the same units
 (percent, drop in points). NNCF has no clock, so `max_seconds` is enforced
 between evaluations and fails the stage when exceeded: a build must end.
 
+Safe by default, as the quantize pass: the nodes edgebuild's INT8 rules keep float
+(passes/int8_safety.py — mixed-range Concat/Add, the output tail, a signal front end)
+go to NNCF as an `ignored_scope`, by the names OpenVINO gave them; a node OpenVINO's
+frontend fused away is listed under `kept_float.not_in_ir`, never dropped silently.
+
 The metadata's `quantization.path` (also under `graph`, which the report
 shows) names what produced the model.
 """
@@ -28,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import BackendUnavailable, StageError
+from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,6 +70,14 @@ class OpenVinoQuantizeParams(BaseModel):
         "kept as NNCF's ignored patterns say; SmoothQuant on the weight MatMuls). Without it, "
         "a BERT-style encoder loses most of its accuracy.")
     mode: Mode = Field(Mode.DEFAULT, description="`default` or `accuracy-control`.")
+    keep_float: KeepFloat = Field(
+        KeepFloat.AUTO, description="As the quantize pass: `auto` keeps the output tail "
+        "and a signal front end float (NNCF ignored_scope); `none` does not.")
+    mixed_range_bound: float | None = Field(
+        DEFAULT_BOUND, gt=1, description="As the quantize pass: a Concat/Add whose inputs' "
+        "calibrated ranges differ by more than this factor is ignored by NNCF; null: off.")
+    ignored_nodes: list[str] = Field(
+        default_factory=list, description="More ONNX node names NNCF leaves float.")
     validation_dataset: DatasetRef | None = Field(
         None, description="accuracy-control: dataset scored for the drop; default: `dataset`.")
     max_drop: float | None = Field(
@@ -88,7 +102,8 @@ class OpenVinoQuantizeParams(BaseModel):
 
 class OpenVinoQuantize(Op):
     name = "openvino-quantize"
-    version = 3  # 3: calibrates the IR at the shapes the target builds it at
+    # 4: the INT8 rules' float nodes go to NNCF's ignored_scope (int8_safety.py)
+    version = 4
     target_specific = True  # the target's `shapes` option decides the IR's shapes
     Params = OpenVinoQuantizeParams
     accepts = ("onnx",)
@@ -125,11 +140,16 @@ class OpenVinoQuantize(Op):
         }
         if p.model_type is not None:
             common["model_type"] = nncf.ModelType.TRANSFORMER
+        kept = _kept_float(model, ctx.input().main, calibration, p)
+        if kept["ignored_scope"]:
+            common["ignored_scope"] = nncf.IgnoredScope(names=kept["ignored_scope"],
+                                                        validate=False)
         info: dict[str, Any] = {"nncf": nncf.__version__, "calibration_dataset": p.dataset,
                                 "calibration_samples": common["subset_size"],
                                 "preset": p.preset, "target_device": p.target_device,
                                 "model_type": p.model_type, "calibration_shapes": shapes,
-                                "calibration_profile": profile, "ir_shapes": ir_shapes}
+                                "calibration_profile": profile, "ir_shapes": ir_shapes,
+                                "kept_float": kept}
         items = [(calibration.feed(i), -1) for i in range(len(calibration))]
         calibration_set = nncf.Dataset(items, _feeds)
         if p.mode is Mode.DEFAULT:
@@ -166,6 +186,53 @@ def _shape_as_target(ov: Any, model: Any, ctx: StageContext
     built = {i.get_any_name(): [d.get_length() for d in i.get_partial_shape()]
              for i in model.inputs}
     return ir_shapes, built
+
+
+RANGE_SAMPLES = 32
+
+
+def _kept_float(model: Any, onnx_path: Any, calibration: Samples,
+                p: OpenVinoQuantizeParams) -> dict[str, Any]:
+    """The INT8 rules' float nodes of the ONNX input, named as in the IR (`model`)."""
+    import onnx
+
+    from edgebuild.passes.int8_safety import float_nodes
+
+    graph_model = onnx.load(str(onnx_path))
+    probe = [calibration.feed(i) for i in range(min(RANGE_SAMPLES, len(calibration)))]
+    chosen = float_nodes(graph_model, probe, p.keep_float.value, p.mixed_range_bound,
+                         p.ignored_nodes)
+    names = ir_names(model, graph_model.graph, chosen.names)
+    info = chosen.to_json()
+    info["ignored_scope"] = sorted({n for found in names.values() for n in found})
+    info["not_in_ir"] = [n for n in chosen.names if not names.get(n)]
+    return info
+
+
+def ir_names(model: Any, graph: Any, nodes: list[str]) -> dict[str, list[str]]:
+    """ONNX node name -> the names of the IR operations that compute it.
+
+    OpenVINO's ONNX frontend names an operation after its ONNX node, or after the
+    tensor it produces when that is a graph output; its own fusions may rename or
+    remove one. Matched by either name, or by an output tensor name the operation
+    keeps.
+    """
+    wanted = set(nodes)
+    tensor_owner = {out: n.name for n in graph.node if n.name in wanted for out in n.output}
+    found: dict[str, list[str]] = {n: [] for n in nodes}
+    for op in model.get_ordered_ops():
+        if op.get_type_name() in ("Constant", "Parameter", "Result"):
+            continue
+        name = op.get_friendly_name()
+        owners = {name} & wanted
+        if not owners:
+            owners = {tensor_owner[t] for out in op.outputs() for t in out.get_names()
+                      if t in tensor_owner}
+        if not owners and name in tensor_owner:
+            owners = {tensor_owner[name]}
+        for owner in owners:
+            found[owner].append(name)
+    return found
 
 
 def _load_nncf() -> Any:

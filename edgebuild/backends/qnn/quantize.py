@@ -4,6 +4,12 @@
 then `get_qnn_qdq_config`, which places Q/DQ the way the QNN EP consumes them and
 inserts the type conversions HTP needs between 8- and 16-bit tensors. Calibration
 feeds the recipe's dataset, as the quantize pass does for other backends.
+
+Safe by default, as the quantize pass: the nodes edgebuild's INT8 rules keep float
+(passes/int8_safety.py — mixed-range Concat/Add, the output tail, a signal front
+end) are the recipe's `nodes_to_exclude`. The HTP has no float32 kernels: those
+nodes run on the CPU EP (or in fp16 where the provider options enable it), which the
+partition report shows; the metadata's `kept_float` lists them and why.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from typing import Any
 from edgebuild.errors import StageError
 
 # precision -> (activation type, weight type), onnxruntime.quantization.QuantType names
+RANGE_SAMPLES = 32  # calibration samples that measure the mixed-range rule's ranges
+
 TYPES = {"int8": ("QUInt8", "QUInt8"), "int16": ("QUInt16", "QUInt8")}
 
 
@@ -33,15 +41,22 @@ def quantize_for_htp(source: Path, destination: Path, precision: str, samples: A
         def get_next(self) -> dict[str, Any] | None:
             return next(self.feeds, None)
 
+    import onnx
+
+    from edgebuild.passes.int8_safety import float_nodes
+
     preprocessed = destination.with_name("preprocessed.onnx")
     changed = qnn_preprocess_model(str(source), str(preprocessed))
     model = preprocessed if changed else source
     activation, weight = TYPES[precision]
+    probe = [samples.feed(i) for i in range(min(RANGE_SAMPLES, count, len(samples)))]
+    kept = float_nodes(onnx.load(str(model)), probe)
+    kept.notes.append("the HTP has no float32 kernels: these nodes run on the CPU EP")
     try:
         config = get_qnn_qdq_config(str(model), Reader(),
                                     activation_type=getattr(QuantType, activation),
                                     weight_type=getattr(QuantType, weight),
-                                    per_channel=per_channel)
+                                    per_channel=per_channel, nodes_to_exclude=kept.names)
         quantize(str(model), str(destination), config)
     except Exception as exc:  # the quantizer's own message names what it refused
         raise StageError(f"QNN quantization ({precision}) failed: {type(exc).__name__}: "
@@ -50,4 +65,5 @@ def quantize_for_htp(source: Path, destination: Path, precision: str, samples: A
     finally:
         preprocessed.unlink(missing_ok=True)
     return {"activations": activation, "weights": weight, "per_channel": per_channel,
-            "preprocessed": bool(changed), "calibration_samples": min(count, len(samples))}
+            "preprocessed": bool(changed), "calibration_samples": min(count, len(samples)),
+            "kept_float": kept.to_json()}
