@@ -11,11 +11,28 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.target import Target
+from edgebuild.gates.fidelity import (
+    NEAR_ZERO_ABS,
+    NEAR_ZERO_REL,
+    PSNR_CAP_DB,
+    Comparison,
+    blind_part,
+    decided_agreement,
+    non_finite,
+    per_channel,
+    take,
+    value_metrics,
+)
 from edgebuild.gates.reference import DatasetParams, save_outputs
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from edgebuild.recipe.models import OutputSlice
+
+__all__ = ["NEAR_ZERO_ABS", "NEAR_ZERO_REL", "PSNR_CAP_DB", "Comparison", "Infer",
+           "accuracy_metrics", "compare"]
 
 
 class Infer(Op):
@@ -52,7 +69,8 @@ class Infer(Op):
 
 
 def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """One output of a stored outputs file, as (samples × values), and the labels."""
+    """One output of a stored outputs file, as stored (samples × the output's axes), and
+    the labels."""
     import numpy as np
 
     with np.load(path) as archive:
@@ -62,23 +80,28 @@ def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | No
             raise ValueError(f"the model produced no output '{name}' (it has {stored})")
         values = archive[f"output:{name}"]
         labels = archive["labels"] if "labels" in archive.files else None
-        return values.reshape(len(values), -1).astype(np.float64), labels
-
-
-# Float32 outputs of order 1 carry noise near 1e-6; a sample whose values all stay below
-# this (or 1e-3 of the dataset's largest value) is numerically zero: a blank heat map.
-NEAR_ZERO_ABS = 1e-5
-NEAR_ZERO_REL = 1e-3
-PSNR_CAP_DB = 999.0  # identical outputs: the PSNR is infinite, JSON has no infinity
+        return values.astype(np.float64), labels
 
 
 def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None,
                      task: str = "classification") -> dict[str, float]:
-    """Every metric the gate can check on one output, from two stored output files.
+    """Every metric the gate can check on one whole output (see `compare`)."""
+    return compare(candidate, reference, output, task).metrics
+
+
+def compare(candidate: Path, reference: Path, output: str | None = None,
+            task: str = "classification", *, part: OutputSlice | None = None,
+            channel_axis: int | str | None = None, margin: float | None = None,
+            scaled_limits: dict[str, float] | None = None) -> Comparison:
+    """The metrics of one output (or `part` of it) against FP32, and what explains them.
 
     Comparisons with FP32 are per sample, so one sample cannot hide another's error;
     class metrics (top-k, agreement) only for a classification output, where an
-    argmax means something.
+    argmax means something. A NaN or Inf gives only its counts (`non_finite_values`):
+    no figure computed over it means anything. `channel_axis`: cosine, relative error
+    and PSNR per channel, the worst one gated. `scaled_limits` (min_cosine,
+    max_relative_error, min_psnr on the whole output): refused with `blind` in the
+    details when FP32 with its small-range channels zeroed would pass them.
     """
     import numpy as np
 
@@ -86,32 +109,38 @@ def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None
     ref, _ = _output(reference, output)
     if got.shape != ref.shape:
         raise ValueError(f"output shape {got.shape} differs from the reference {ref.shape}")
+    got, ref = take(got, part), take(ref, part)
     metrics: dict[str, float] = {"samples": float(len(got))}
-    diff = got - ref
-    metrics["max_abs_error"] = float(np.max(np.abs(diff)))
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    zero = max(NEAR_ZERO_ABS, NEAR_ZERO_REL * scale)
-    near_zero = (np.max(np.abs(ref), axis=1) <= zero) & (np.max(np.abs(got), axis=1) <= zero)
-    got_norm, ref_norm = np.linalg.norm(got, axis=1), np.linalg.norm(ref, axis=1)
-    norms = got_norm * ref_norm
-    cosine = np.sum(got * ref, axis=1) / np.where(norms == 0, 1, norms)
-    # Two numerically-zero outputs agree; their direction is noise, not a result.
-    cosine = np.where(near_zero, 1.0, cosine)
-    metrics["cosine"] = float(np.mean(cosine))
-    metrics["near_zero_samples"] = float(np.sum(near_zero))
-    floor = max(NEAR_ZERO_REL * float(np.max(ref_norm)) if len(ref) else 0.0, 1e-12)
-    relative = np.linalg.norm(diff, axis=1) / np.maximum(ref_norm, floor)
-    metrics["relative_error"] = float(np.mean(relative))
-    mse = float(np.mean(diff ** 2))
-    peak = float(np.max(ref) - np.min(ref)) if ref.size else 0.0
-    metrics["psnr"] = (PSNR_CAP_DB if mse == 0 or peak == 0
-                       else min(PSNR_CAP_DB, 10 * float(np.log10(peak ** 2 / mse))))
+    for who, values in (("candidate", got), ("reference", ref)):
+        bad = non_finite(values)
+        if bad is not None:
+            metrics.update({"non_finite_values": float(bad["values"]),
+                            "non_finite_samples": float(bad["samples"])})
+            return Comparison(metrics, {"non_finite": {**bad, "in": who}})
+    details: dict[str, Any] = {}
+    if isinstance(channel_axis, int):
+        found = per_channel(got, ref, channel_axis)
+        metrics.update(found.metrics)
+        details.update(found.details)
+    else:
+        metrics.update(value_metrics(got, ref))
+        blind = (blind_part(ref, task, scaled_limits or {})
+                 if channel_axis is None else None)
+        if blind is not None:
+            details["blind"] = blind
     if task != "classification":
-        return metrics
+        return Comparison(metrics, details)
+    got, ref = got.reshape(len(got), -1), ref.reshape(len(ref), -1)
     top1 = got.argmax(axis=1)
     ref_top1 = ref.argmax(axis=1)
     metrics["classes"] = float(got.shape[1])
     metrics["top1_agreement"] = 100.0 * float(np.mean(top1 == ref_top1))
+    if got.shape[1] >= 2:
+        flips = decided_agreement(got, ref, margin)
+        metrics.update(flips.metrics)
+        details.update(flips.details)
+    elif margin is not None:
+        raise ValueError("decided agreement needs two classes or more to have a top-2")
     if labels is not None:
         labels = _checked_labels(labels, got.shape[1])
         metrics["top1"] = 100.0 * float(np.mean(top1 == labels))
@@ -120,7 +149,7 @@ def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None
         if got.shape[1] > 5:  # with 5 classes or fewer, top-5 is 100 % whatever the model
             top5 = np.argpartition(-got, 4, axis=1)[:, :5]
             metrics["top5"] = 100.0 * float(np.mean(np.any(top5 == labels[:, None], axis=1)))
-    return metrics
+    return Comparison(metrics, details)
 
 
 def _checked_labels(labels: np.ndarray, classes: int) -> np.ndarray:

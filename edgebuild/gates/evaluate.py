@@ -12,14 +12,13 @@ from typing import Any
 
 from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
-from edgebuild.gates.accuracy import accuracy_metrics
 from edgebuild.gates.latency import samples_file
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
 from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import (
     AccuracyGate,
-    AccuracyTask,
     Gates,
     LatencyGate,
     OnNoisy,
@@ -29,30 +28,7 @@ from edgebuild.recipe.models import (
     Unmeasurable,
 )
 
-# gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
-ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
-    "min_top1": ("top1", ">="),
-    "min_top5": ("top5", ">="),
-    "max_top1_drop": ("top1_drop", "<="),
-    "min_top1_agreement": ("top1_agreement", ">="),
-    "min_cosine": ("cosine", ">="),
-    "max_abs_error": ("max_abs_error", "<="),
-    "max_relative_error": ("relative_error", "<="),
-    "min_psnr": ("psnr", ">="),
-    "min_box_agreement": ("box_agreement", ">="),
-    "min_map50": ("map50", ">="),
-    "min_score_agreement": ("score_agreement", ">="),
-    "min_map50_labels": ("map50_labels", ">="),
-    "max_map50_labels_drop": ("map50_labels_drop", "<="),
-}
-
-
-# The metrics a gate's one-line message names, by what the output holds.
-SHOWN = {"classification": ("top1", "top1_agreement", "cosine"),
-         "regression": ("cosine", "relative_error", "max_abs_error"),
-         "dense": ("psnr", "relative_error", "max_abs_error"),
-         "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
-                       "map50_labels", "reference_map50_labels")}
+__all__ = ["ACCURACY_CHECKS", "evaluate_target"]
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
@@ -65,7 +41,7 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
     several = len(gates.accuracy_datasets) > 1
     for gate in gates.accuracy_gates:
         # accuracy, accuracy[<output>], or with several datasets accuracy[<dataset>:<output>]
-        output = gate.output or gate.boxes
+        output = (gate.output or gate.boxes or "") + gate.part_label
         label = ":".join(p for p in (gate.dataset if several else None, output) if p)
         name = f"accuracy[{label or gate.dataset}]" if named else "accuracy"
         results.append(_accuracy(target, name, gate, stages, execution, policy))
@@ -121,73 +97,15 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
         if blocked is not None:
             return blocked
     assert infer and infer.artifact and reference and reference.artifact
-    try:
-        metrics = _metrics(infer.artifact.main, reference.artifact.main, gate)
-    except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
-        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
-                          counts_as_failure=True, details={"dataset": gate.dataset},
-                          message=f"cannot compare on '{gate.dataset}': {exc}")
-    limits: dict[str, float] = {}
-    failures: list[str] = []
-    for key, (metric, direction) in ACCURACY_CHECKS.items():
-        limit = getattr(gate, key)
-        if limit is None:
-            continue
-        limits[key] = limit
-        if metric not in metrics:
-            why = (f"the output has {int(metrics['classes'])} classes, so top-5 is always "
-                   "100 %" if metric == "top5" and "top1" in metrics
-                   else f"dataset '{gate.dataset}' has no labels")
-            failures.append(f"{metric} cannot be measured: {why}")
-            continue
-        value = metrics[metric]
-        ok = value >= limit if direction == ">=" else value <= limit
-        if not ok:
-            failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
-    shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
-    n = int(metrics["samples"])
-    of = (f" (output '{gate.output}')" if gate.output else
-          f" (outputs {', '.join(gate.checked_outputs)})" if gate.boxes else "")
     where = str(infer.artifact.metadata.get("where") or "")
-    # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
-    message = (f"on {n} samples of '{gate.dataset}'{of}"
-               + (f" [{where}]" if where else "") + f": {shown}"
-               + (f"; failed: {'; '.join(failures)}" if failures else ""))
-    details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
-                               "task": gate.task.value, "where": where}
+    result = judge_accuracy(target, name, gate, infer.artifact.main, reference.artifact.main,
+                            where)
     layers = _layer_reports(stages, execution)
-    if layers:
-        details["layers"] = layers
-        if failures:
-            message += "; " + _explain(layers)
-    return GateResult(target=target, gate=name, status=_status(not failures),
-                      counts_as_failure=bool(failures), measured=metrics, limits=limits,
-                      details=details, message=message)
-
-
-def _metrics(candidate: Path, reference: Path, gate: AccuracyGate) -> dict[str, float]:
-    if gate.task is not AccuracyTask.DETECTION:
-        return accuracy_metrics(candidate, reference, gate.output, gate.task.value)
-    from edgebuild.gates.detection import (
-        detection_metrics,
-        load_detections,
-        load_truth,
-        truth_metrics,
-    )
-
-    assert gate.boxes is not None and gate.scores is not None  # the schema checks it
-    got, ref = (load_detections(p, gate.boxes, gate.scores, gate.classes)
-                for p in (candidate, reference))
-    metrics = detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
-                                gate.score_tolerance)
-    truth = load_truth(candidate)
-    if truth is not None:
-        if len(truth) != len(got):
-            raise ValueError(f"{len(truth)} images of labels against {len(got)} of detections")
-        iou = gate.labels_iou_threshold or gate.iou_threshold
-        metrics.update(truth_metrics(got, ref, truth, iou))
-        metrics["labels_iou_threshold"] = iou
-    return metrics
+    if layers and "cannot compare" not in result.message:
+        result.details["layers"] = layers
+        if result.counts_as_failure:
+            result.message += "; " + _explain(layers)
+    return result
 
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:

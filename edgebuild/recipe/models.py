@@ -12,10 +12,23 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from edgebuild.recipe.accuracy import (
+    CLASS_LIMITS,
+    DETECTION_KEYS,
+    DETECTION_LIMITS,
+    LABELLED_BOX_KEYS,
+    VALUE_LIMITS,
+    AccuracyGate,
+    AccuracyTask,
+    OutputSlice,
+)
 from edgebuild.recipe.common import FileRef, MeasureOverrides, Strict
 from edgebuild.recipe.custom_ops import CustomOp, check_op_types
 from edgebuild.recipe.datasets import DatasetSpec
 from edgebuild.recipe.prepost import PrePost
+
+__all__ = ["CLASS_LIMITS", "DETECTION_KEYS", "DETECTION_LIMITS", "LABELLED_BOX_KEYS",
+           "VALUE_LIMITS", "AccuracyGate", "AccuracyTask", "OutputSlice"]
 
 TensorDtype = Literal["float32", "float16", "int8", "uint8", "int32", "int64", "bool"]
 
@@ -88,154 +101,6 @@ class PassSpec(Strict):
             ((name, params),) = value.items()
             return {"name": name, "params": params or {}}
         return value
-
-
-def _percent(value: float | None) -> float | None:
-    if value is not None and 0 < value <= 1:
-        raise ValueError(f"{value} looks like a fraction; this key is in percent (e.g. 99)")
-    return value
-
-
-class AccuracyTask(StrEnum):
-    """What an output holds, which decides the metrics that mean something for it."""
-
-    CLASSIFICATION = "classification"  # class scores: top-k, agreement of the argmax
-    REGRESSION = "regression"  # values: boxes, landmarks, embeddings
-    DENSE = "dense"  # maps: segmentation, heat maps, depth
-    DETECTION = "detection"  # boxes, scores, classes after NMS: matched by IoU
-
-
-CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement")
-VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr")
-DETECTION_LIMITS = ("min_box_agreement", "min_map50", "min_score_agreement",
-                    "min_map50_labels", "max_map50_labels_drop")
-# Keys that need a dataset with labelled boxes.
-LABELLED_BOX_KEYS = ("min_map50_labels", "max_map50_labels_drop", "labels_iou_threshold")
-DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshold",
-                  "score_tolerance", "labels_iou_threshold")
-
-
-class AccuracyGate(Strict):
-    """Task accuracy (with labels) or agreement with the FP32 reference, on one output."""
-
-    dataset: str = Field(description="Name of a dataset in `datasets:`.")
-    output: str | None = Field(
-        None, description="The model output this gate checks (one of `outputs:`); default: "
-        "the first. Several outputs: a list of accuracy gates, one per output.")
-    task: AccuracyTask = Field(
-        AccuracyTask.CLASSIFICATION, description="`classification` (class scores), "
-        "`regression` (boxes, landmarks, embeddings), `dense` (maps) or `detection` (boxes, "
-        "scores and classes after NMS; name them with `boxes:`, `scores:`, `classes:`): top-k "
-        "and agreement limits are for classification only.")
-    min_top1: float | None = Field(None, ge=0, le=100, description="Top-1 accuracy, percent.")
-    min_top5: float | None = Field(None, ge=0, le=100, description="Top-5 accuracy, percent.")
-    max_top1_drop: float | None = Field(
-        None, ge=0, le=100, description="Top-1 accuracy drop vs the FP32 reference, points."
-    )
-    min_top1_agreement: float | None = Field(
-        None, ge=0, le=100, description="Samples whose top-1 class equals FP32's, percent."
-    )
-    min_cosine: float | None = Field(
-        None, ge=-1, le=1, description="Mean per-sample cosine similarity to FP32; a sample "
-        "whose outputs are both numerically zero counts as 1 (a blank heat map)."
-    )
-    max_abs_error: float | None = Field(
-        None, ge=0, description="Largest absolute output difference from FP32."
-    )
-    max_relative_error: float | None = Field(
-        None, ge=0, description="Mean per-sample ||out - FP32|| / ||FP32||, the denominator "
-        "floored at 1e-3 of the dataset's largest so near-zero samples cannot blow it up."
-    )
-    min_psnr: float | None = Field(
-        None, description="Peak signal-to-noise ratio vs FP32, dB, over the FP32 output's "
-        "range (dense maps)."
-    )
-    boxes: str | None = Field(None, description="Detection: the output of boxes "
-                              "`[1, D, 4]` (x1, y1, x2, y2; rows of score 0 are padding).")
-    scores: str | None = Field(None, description="Detection: the output of scores `[1, D]`.")
-    classes: str | None = Field(None, description="Detection: the output of class indices "
-                                "`[1, D]`; without it every box is class 0.")
-    min_box_agreement: float | None = Field(
-        None, ge=0, le=100, description="Detection: FP32 boxes scoring >= score_threshold that "
-        "the build also finds (same class, IoU >= iou_threshold), percent.")
-    min_map50: float | None = Field(
-        None, ge=0, le=100, description="Detection: mAP at IoU iou_threshold of the build's "
-        "detections, FP32's (score >= score_threshold) taken as ground truth, percent.")
-    min_score_agreement: float | None = Field(
-        None, ge=0, le=100, description="Detection: matched boxes whose score is within "
-        "score_tolerance of FP32's, percent.")
-    min_map50_labels: float | None = Field(
-        None, ge=0, le=100, description="Detection: mAP at IoU iou_threshold of the build's "
-        "detections against the dataset's labelled boxes (`labels: {format: yolo | coco, "
-        "path}`), percent; FP32's own is reported beside it.")
-    max_map50_labels_drop: float | None = Field(
-        None, ge=0, le=100, description="Detection: FP32's mAP against the labelled boxes "
-        "minus the build's, points.")
-    score_threshold: float = Field(0.5, gt=0, lt=1, description="Detection: FP32 boxes "
-                                   "scoring at least this are the ones to find.")
-    iou_threshold: float = Field(0.5, gt=0, le=1, description="Detection: IoU of a match.")
-    score_tolerance: float = Field(0.05, gt=0, le=1, description="Detection: largest score "
-                                   "difference of an agreeing match.")
-    labels_iou_threshold: float | None = Field(
-        None, gt=0, le=1, description="Detection: IoU of a match with a labelled box "
-        "(min_map50_labels); default: iou_threshold. Hand-drawn boxes and a model's boxes "
-        "follow different conventions, which a lower IoU can forgive.")
-
-    _check_percent = field_validator(
-        "min_top1", "min_top5", "min_top1_agreement", "min_box_agreement", "min_map50",
-        "min_score_agreement", "min_map50_labels", mode="after"
-    )(_percent)
-
-    @model_validator(mode="after")
-    def _something_to_check(self) -> AccuracyGate:
-        limits = self.model_dump(exclude={"dataset", "output", "task", *DETECTION_KEYS})
-        if all(v is None for v in limits.values()):
-            raise ValueError(f"set at least one limit: {', '.join(limits)}")
-        if self.task is AccuracyTask.DETECTION:
-            return self._detection_fits()
-        wrong = [k for k in (*DETECTION_LIMITS, "boxes", "scores", "classes")
-                 if getattr(self, k) is not None]
-        wrong += [k for k in DETECTION_KEYS[3:] if k in self.model_fields_set]
-        if wrong:
-            raise ValueError(f"{', '.join(wrong)} are for detection outputs; add "
-                             "`task: detection` or remove them")
-        if self.task is not AccuracyTask.CLASSIFICATION:
-            wrong = [k for k in CLASS_LIMITS if getattr(self, k) is not None]
-            if wrong:
-                raise ValueError(
-                    f"{', '.join(wrong)} compare class indices, which mean nothing for a "
-                    f"{self.task.value} output; use min_cosine, max_abs_error, "
-                    "max_relative_error or min_psnr")
-        return self
-
-    def _detection_fits(self) -> AccuracyGate:
-        if self.output is not None:
-            raise ValueError("a detection gate reads several outputs: name them with "
-                             "`boxes:`, `scores:` and `classes:` instead of `output:`")
-        if self.boxes is None or self.scores is None:
-            raise ValueError("a detection gate needs `boxes:` and `scores:` (and `classes:` "
-                             "for a multi-class model): the outputs after NMS")
-        named = {"boxes": self.boxes, "scores": self.scores, "classes": self.classes}
-        for key, output in named.items():
-            others = [k for k, o in named.items() if k != key and o == output]
-            if others:
-                raise ValueError(f"`{key}:` and `{others[0]}:` both name output '{output}': "
-                                 "boxes, scores and classes are three different outputs "
-                                 "(N×D×4, N×D and N×D after NMS)")
-        wrong = [k for k in (*CLASS_LIMITS, *VALUE_LIMITS) if getattr(self, k) is not None]
-        if wrong:
-            raise ValueError(f"{', '.join(wrong)} compare values position by position, which "
-                             "means nothing for detections (their order and count change); use "
-                             "min_box_agreement, min_map50 or min_score_agreement")
-        if all(getattr(self, k) is None for k in DETECTION_LIMITS):
-            raise ValueError(f"set at least one limit: {', '.join(DETECTION_LIMITS)}")
-        return self
-
-    @property
-    def checked_outputs(self) -> list[str]:
-        """The model outputs this gate reads (empty: the first output)."""
-        named = [self.output, self.boxes, self.scores, self.classes]
-        return [n for n in named if n is not None]
 
 
 class OnNoisy(StrEnum):
@@ -340,10 +205,11 @@ class Gates(Strict):
         gates = self.accuracy_gates
         if isinstance(self.accuracy, list) and not gates:
             raise ValueError("`accuracy: []` checks nothing; remove it or add a gate")
-        checked = [(g.dataset, g.output or g.boxes) for g in gates]
+        checked = [(g.dataset, g.output or g.boxes, g.part_label) for g in gates]
         if len(set(checked)) != len(checked):
             raise ValueError("two accuracy gates check the same output on the same dataset; "
-                             "name each `output:`, or give them different datasets")
+                             "name each `output:` (or a different `slice:`), or give them "
+                             "different datasets")
         return self
 
     @property

@@ -23,7 +23,7 @@ STATUS_TEXT = {GateStatus.PASSED: "pass", GateStatus.FAILED: "FAIL",
                GateStatus.UNMEASURABLE: "not measurable", GateStatus.NOT_RUN: "not run",
                GateStatus.UNDECIDED: "undecided"}
 # Measured values too long or too internal for the gate table (samples are plotted).
-HIDDEN = ("samples", "n", "reference_top1", "std", "near_zero_samples", "classes")
+HIDDEN = ("samples", "n", "reference_top1", "std", "near_zero_samples", "classes", "channels")
 # Accuracy metrics a trade-off plot can use, in order of preference (all: higher is better).
 ACCURACY_METRICS = {"top1_agreement": "top-1 agreement, %", "top1": "top-1, %",
                     "cosine": "cosine similarity", "psnr": "PSNR, dB"}
@@ -196,6 +196,21 @@ def _gate_table(gates: list[GateResult]) -> str:
             "<th>message</th></tr>" + "".join(rows) + "</table>")
 
 
+def flips_table(gate: GateResult) -> str:
+    """An accuracy gate's top-1 flips, the most decided by FP32 first."""
+    flips = gate.details.get("flips") or []
+    rows = "".join(
+        f"<tr><td>{int(f['sample'])}</td><td>{float(f['fp32_margin']):.3g}</td>"
+        f"<td>{int(f['fp32_class'])}</td><td>{int(f['class'])}</td>"
+        f"<td>{ {True: 'yes', False: 'no'}.get(f.get('decided'), '—')}</td></tr>"
+        for f in flips)
+    total = int(gate.measured.get("flips", len(flips)))
+    return (f"<details><summary>{escape(gate.gate)}: {total} top-1 flip(s) against FP32, "
+            "by FP32's top-1 − top-2 margin</summary><table><tr><th>sample</th>"
+            "<th>FP32 margin</th><th>FP32 class</th><th>class</th><th>decided</th></tr>"
+            f"{rows}</table></details>")
+
+
 def _latency_section(gate: GateResult) -> str:
     samples = [float(v) for v in gate.details.get("samples_ms") or []
                if isinstance(v, int | float) and v > 0]
@@ -225,6 +240,7 @@ def _target(report: Report, t: TargetReport) -> str:
     if t.model is not None and not t.model.empty:  # the ONNX file wrote it: escaped
         parts.append(f'<p class="meta">model metadata: {escape(t.model.summary())}</p>')
     parts.append(_gate_table(t.gates) if t.gates else "<p>No gates.</p>")
+    parts.extend(flips_table(g) for g in t.gates if g.details.get("flips"))
     for latency in (g for g in t.gates if g.is_latency):  # one per shape profile
         if latency.status is not GateStatus.NOT_RUN:
             parts.append(_latency_section(latency))

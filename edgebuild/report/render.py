@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree as ET
 
-from edgebuild.gates.result import GateStatus
+from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.report.model import CandidateReport, Report, SearchReport
 
 ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
@@ -120,6 +120,8 @@ def markdown(report: Report) -> str:
         lines += [f"- {md_code(s.id)}: {md(s.message)} (log: {md_code(s.log)})" +
                   (" — a search candidate; the search chose another" if s.id in contained
                    else "") for s in failed]
+    for target in report.targets:
+        lines += flips_section(target.gates)
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:
         lines += ["", "### Details", ""]
@@ -137,6 +139,28 @@ def model_lines(report: Report) -> list[str]:
             by_summary.setdefault(target.model.summary(), []).append(target.name)
     return ["", *(f"Model metadata from the ONNX file ({md(', '.join(names))}): {md(text)}"
                   for text, names in by_summary.items())] if by_summary else []
+
+
+def flips_section(gates: list[GateResult]) -> list[str]:
+    """Each accuracy gate's top-1 flips, the most decided by FP32 first: a flip where FP32's
+    top two nearly tie says nothing; one where FP32 was sure is the build's error."""
+    lines: list[str] = []
+    for gate in gates:
+        flips = gate.details.get("flips") or []
+        if not flips:
+            continue
+        total = int(gate.measured.get("flips", len(flips)))
+        shown = f" (the first {len(flips)})" if total > len(flips) else ""
+        lines += ["", f"<details><summary>{md(gate.name)}: {total} top-1 flip(s) against FP32, "
+                  f"by FP32's top-1 − top-2 margin{shown}</summary>", "",
+                  "| gate | sample | FP32 margin | FP32 class | class | decided |",
+                  "|---|---|---|---|---|---|"]
+        for f in flips:
+            decided = {True: "yes", False: "no"}.get(f.get("decided"), "—")
+            lines.append(f"| {md(gate.name)} | {f['sample']} | {f['fp32_margin']:.3g} | "
+                         f"{f['fp32_class']} | {f['class']} | {decided} |")
+        lines += ["", "</details>"]
+    return lines
 
 
 STATE_ICONS = {"chosen": "✅ **chosen**", "passed": "✅ passed", "rejected": "❌ rejected",

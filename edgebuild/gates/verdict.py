@@ -1,0 +1,166 @@
+"""The verdict of one accuracy gate from two stored outputs files (build and FP32).
+
+A pure function of those files and the gate, so a test can hand it any pair of
+outputs — a detector with its class scores zeroed, a NaN — without running a build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edgebuild.gates.accuracy import Comparison, compare
+from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.recipe.accuracy import SCALED_LIMITS, AccuracyGate, AccuracyTask
+
+# gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
+ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
+    "min_top1": ("top1", ">="),
+    "min_top5": ("top5", ">="),
+    "max_top1_drop": ("top1_drop", "<="),
+    "min_top1_agreement": ("top1_agreement", ">="),
+    "min_decided_agreement": ("decided_agreement", ">="),
+    "min_cosine": ("cosine", ">="),
+    "max_abs_error": ("max_abs_error", "<="),
+    "max_relative_error": ("relative_error", "<="),
+    "min_psnr": ("psnr", ">="),
+    "min_box_agreement": ("box_agreement", ">="),
+    "min_map50": ("map50", ">="),
+    "min_score_agreement": ("score_agreement", ">="),
+    "min_map50_labels": ("map50_labels", ">="),
+    "max_map50_labels_drop": ("map50_labels_drop", "<="),
+}
+
+# The metrics a gate's one-line message names, by what the output holds.
+SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosine"),
+         "regression": ("cosine", "relative_error", "max_abs_error"),
+         "dense": ("psnr", "relative_error", "max_abs_error"),
+         "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
+                       "map50_labels", "reference_map50_labels")}
+
+
+def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
+                   reference: Path, where: str = "") -> GateResult:
+    """Passed only when every limit the gate sets is measured and met."""
+    of = (f" (output '{gate.output}{gate.part_label}')" if gate.output else
+          f" (outputs {', '.join(gate.checked_outputs)})" if gate.boxes else "")
+    details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
+                               "task": gate.task.value, "where": where}
+    if gate.slice is not None:
+        details["slice"] = gate.slice.model_dump()
+    try:
+        found = _compare(candidate, reference, gate)
+    except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
+        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
+                          counts_as_failure=True, details=details,
+                          message=f"cannot compare on '{gate.dataset}'{of}: {exc}")
+    metrics = found.metrics
+    details.update(found.details)
+    limits = {key: float(getattr(gate, key)) for key in ACCURACY_CHECKS
+              if getattr(gate, key) is not None}
+    n = int(metrics["samples"])
+    # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
+    head = f"on {n} samples of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
+    refusal = _refusal(found, gate)
+    if refusal is not None:
+        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
+                          counts_as_failure=True, measured=metrics, limits=limits,
+                          details=details, message=f"{head}: {refusal}")
+    failures = []
+    for key, limit in limits.items():
+        metric, direction = ACCURACY_CHECKS[key]
+        if metric not in metrics:
+            failures.append(f"{metric} cannot be measured: {_unmeasured(metric, metrics, gate)}")
+            continue
+        value = metrics[metric]
+        ok = value >= limit if direction == ">=" else value <= limit
+        if not ok:
+            failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
+    shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
+    message = f"{head}: {shown}{_explained(metrics, details)}"
+    if failures:
+        message += f"; failed: {'; '.join(failures)}"
+    return GateResult(target=target, gate=name, status=GateStatus.FAILED if failures
+                      else GateStatus.PASSED, counts_as_failure=bool(failures),
+                      measured=metrics, limits=limits, details=details, message=message)
+
+
+def _compare(candidate: Path, reference: Path, gate: AccuracyGate) -> Comparison:
+    if gate.task is not AccuracyTask.DETECTION:
+        scaled = {k: float(getattr(gate, k)) for k in SCALED_LIMITS
+                  if getattr(gate, k) is not None}
+        return compare(candidate, reference, gate.output, gate.task.value, part=gate.slice,
+                       channel_axis=gate.channel_axis, margin=gate.margin,
+                       scaled_limits=scaled)
+    from edgebuild.gates.detection import (
+        detection_metrics,
+        load_detections,
+        load_truth,
+        truth_metrics,
+    )
+
+    assert gate.boxes is not None and gate.scores is not None  # the schema checks it
+    got, ref = (load_detections(p, gate.boxes, gate.scores, gate.classes)
+                for p in (candidate, reference))
+    metrics = detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
+                                gate.score_tolerance)
+    truth = load_truth(candidate)
+    if truth is not None:
+        if len(truth) != len(got):
+            raise ValueError(f"{len(truth)} images of labels against {len(got)} of detections")
+        iou = gate.labels_iou_threshold or gate.iou_threshold
+        metrics.update(truth_metrics(got, ref, truth, iou))
+        metrics["labels_iou_threshold"] = iou
+    return Comparison(metrics)
+
+
+def _refusal(found: Comparison, gate: AccuracyGate) -> str | None:
+    """Why no figure of this comparison can pass the gate: a NaN/Inf, or a whole-output
+    metric blind to a part of the output."""
+    bad = found.details.get("non_finite")
+    if bad is not None:
+        whose = "the build's output" if bad["in"] == "candidate" else "the FP32 reference"
+        first = ", ".join(map(str, bad["first_samples"]))
+        return (f"{whose} holds {bad['values']} non-finite value(s) ({bad['nan']} NaN, "
+                f"{bad['inf']} Inf) on {bad['samples']} sample(s) (first: {first}); no "
+                "figure over it means anything, so every limit fails")
+    blind = found.details.get("blind")
+    if blind is not None:
+        seen = ", ".join(f"{k.removeprefix('min_').removeprefix('max_')} {v:.4g}"
+                         for k, v in blind["zeroed_metrics"].items())
+        axis, output = blind["axis"], gate.output or "the output"
+        return (f"refused: this output mixes ranges along axis {axis} (channels "
+                f"{blind['channels']} reach {blind['small_max']:.3g}, the others "
+                f"{blind['large_max']:.3g}), and FP32 with those channels zeroed would still "
+                f"pass ({seen}): the whole-output metric cannot see them. Gate each part on "
+                f"its own (`output: {output}`, `slice: {{axis: {axis}, start: …, stop: …}}`), "
+                f"or per channel (`channel_axis: {axis}`); `channel_axis: whole` keeps the "
+                "whole-output figure knowingly")
+    return None
+
+
+def _unmeasured(metric: str, metrics: dict[str, float], gate: AccuracyGate) -> str:
+    if metric == "top5" and "top1" in metrics:
+        return f"the output has {int(metrics['classes'])} classes, so top-5 is always 100 %"
+    if metric == "decided_agreement":
+        return (f"no sample has an FP32 top-1 − top-2 gap of at least margin {gate.margin:g} "
+                "(nothing decided to agree on)")
+    return f"dataset '{gate.dataset}' has no labels"
+
+
+def _explained(metrics: dict[str, float], details: dict[str, Any]) -> str:
+    """The context a figure needs: how many were decided, which channel is worst."""
+    parts = []
+    if "decided_samples" in metrics:
+        parts.append(f"{int(metrics['decided_samples'])} of {int(metrics['samples'])} "
+                     f"decided at margin {metrics['margin']:g}")
+    flips = details.get("flips") or []
+    if flips:
+        shown = ", ".join(f"{f['fp32_margin']:.3g}" for f in flips[:5])
+        more = f" (+{int(metrics['flips']) - 5} more)" if metrics.get("flips", 0) > 5 else ""
+        parts.append(f"{int(metrics['flips'])} flip(s) at FP32 margin {shown}{more}")
+    worst = details.get("worst_channel", {}).get("cosine")
+    if worst is not None:
+        parts.append(f"worst channel {worst['channel']} of axis {details['channel_axis']}; "
+                     f"whole-output cosine {metrics['whole_cosine']:.4g}")
+    return f" ({'; '.join(parts)})" if parts else ""
