@@ -161,11 +161,12 @@ def build(name: str, params: dict[str, Any], source: Path, calibration: Samples,
 
     from edgebuild.passes import quantize_impl as impl
     from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.passes.quantize_sensitivity import QUANTIZABLE
 
     if params.get("exclude_nodes") == "PREFIX12":
         graph = onnx.load(str(source)).graph
         params = {**params, "exclude_nodes": [n.name for n in graph.node
-                                              if n.op_type in impl.QUANTIZABLE][:12]}
+                                              if n.op_type in QUANTIZABLE][:12]}
     p = QuantizeParams.model_validate(params)
     destination = out / f"{len(list(out.glob('*.onnx')))}.onnx"
     # ONNX Runtime's calibrators print progress to stdout, which carries the table.

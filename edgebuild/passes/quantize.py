@@ -229,6 +229,7 @@ class Quantize(Op):
 
         from edgebuild.core.shapes import calibration_profile, sample_shapes
         from edgebuild.passes import quantize_impl as impl
+        from edgebuild.passes import quantize_sensitivity as sensitivity
 
         p: QuantizeParams = params
         source = ctx.input().main
@@ -261,7 +262,7 @@ class Quantize(Op):
             if p.mode != "fp16":
                 metadata["float_layers_guarded"] = impl.guarded_layers(destination)
             if p.compare_samples:
-                metadata["layers"] = impl.layer_report(source, destination, ctx, calibration,
+                metadata["layers"] = sensitivity.layer_report(source, destination, ctx, calibration,
                                                        p.compare_samples, prepared, p, scratch)
         metadata.update(before=graph_stats(source), after=graph_stats(destination))
         return OpResult(main="model.onnx", format="onnx", metadata=metadata)

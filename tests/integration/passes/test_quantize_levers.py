@@ -101,7 +101,9 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
         destination.write_text(str(len(exclude)))
 
     monkeypatch.setattr(impl, "quantize_prepared", fake_quantize)
-    monkeypatch.setattr(impl, "isolated_sensitivity", lambda *a, **k: ranking)
+    from edgebuild.passes import quantize_sensitivity
+
+    monkeypatch.setattr(quantize_sensitivity, "isolated_sensitivity", lambda *a, **k: ranking)
     monkeypatch.setattr(impl, "outputs", lambda path, samples: np.zeros((1, 2)))
     monkeypatch.setattr(impl, "drop", lambda reference, candidate, labels, metric:
                         0.0 if built[-1] >= needed else 10.0)
@@ -117,7 +119,7 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
 
 
 def test_sensitivity_quantizes_a_conv_with_its_folded_activation(tmp_path: Path) -> None:
-    from edgebuild.passes.quantize_impl import fused_activations
+    from edgebuild.passes.quantize_sensitivity import fused_activations
 
     graph = onnx.load(str(mbconv.build(tmp_path / "m.onnx"))).graph
     assert fused_activations(graph) == {"expand": ["expand_clip"],
