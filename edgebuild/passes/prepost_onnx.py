@@ -15,9 +15,12 @@ onnx2tf needs for NMS thresholds (docs/passes.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
+from edgebuild.passes.onnx_stats import graph_stats
+from edgebuild.recipe.models import ModelSource
 from edgebuild.recipe.prepost import DetectionPost, Head, InputPrep, PrePost
 
 if TYPE_CHECKING:
@@ -50,7 +53,7 @@ def compose(model: onnx.ModelProto, spec: PrePost, inputs: list[dict[str, Any]],
     if spec.detection is not None:
         _append(graph, spec.detection, outputs, model_input)
     graph.cleanup().toposort()
-    composed = gs.export_onnx(graph)
+    composed: onnx.ModelProto = gs.export_onnx(graph)
     composed.ir_version = model.ir_version
     del composed.metadata_props[:]  # the model's own metadata (names, stride) stays
     composed.metadata_props.extend(model.metadata_props)
@@ -198,3 +201,27 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any)
 
     graph.outputs = [padded(boxes, 0.0, [d, 4], names[0]), padded(best, 0.0, [d], names[1]),
                      padded(classes, -1.0, [d], names[2])]
+
+
+class PrepostOnnx(Op):
+    """The planner puts this right after `import-onnx` when an ONNX source declares
+    `model.prepost`; the FP32 reference and every target start from its output."""
+
+    name = "prepost-onnx"
+    version = 1
+    accepts = ("onnx",)
+    produces = "onnx"
+    tools: ClassVar[tuple[str, ...]] = ("onnx", "onnx-graphsurgeon")
+    summary = "compose model.prepost (normalisation in front, decode + NMS behind)"
+    reads_source = True  # the declaration is the recipe's `model.prepost`
+
+    def run(self, ctx: StageContext, params: Any) -> OpResult:
+        import onnx
+
+        spec = ModelSource.model_validate(ctx.model_source).prepost
+        assert spec is not None
+        model = onnx.load(str(ctx.input().main))
+        composed = compose(model, spec, list(ctx.io.inputs), list(ctx.io.outputs))
+        onnx.save(composed, str(ctx.out / "model.onnx"))
+        return OpResult(main="model.onnx", format="onnx",
+                        metadata={"graph": graph_stats(ctx.out / "model.onnx")})
