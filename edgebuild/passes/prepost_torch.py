@@ -76,9 +76,9 @@ def split_head(outputs: list[torch.Tensor], spec: DetectionPost
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Boxes `[N, 4]` and class scores `[N, C]` from the model's raw outputs (batch 1)."""
     if spec.head is Head.BOXES_SCORES:
-        scores = outputs[spec.scores]
-        return outputs[spec.boxes].reshape(-1, 4), scores.reshape(-1, scores.shape[-1])
-    head = outputs[spec.output]
+        boxes, scores = (outputs[i] for i in spec.model_outputs)
+        return boxes.reshape(-1, 4), scores.reshape(-1, scores.shape[-1])
+    head = outputs[spec.model_outputs[0]]
     if spec.head is Head.YOLOV8:  # [1, 4 + C, N]
         rows = head.reshape(head.shape[-2], -1).transpose(0, 1)
         return rows[:, :4], rows[:, 4:]

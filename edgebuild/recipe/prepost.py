@@ -53,13 +53,13 @@ class DetectionPost(Strict):
                        "`boxes_scores` (two outputs, `boxes` and `scores`), `yolov8` (one "
                        "output `[1, 4 + C, N]`, per-class scores, no objectness) or `yolov5` "
                        "(one output `[1, N, 5 + C]`; score = objectness x class score).")
-    output: int = Field(0, ge=0, description="Index of the model output holding a single "
-                        "head (`yolov8`, `yolov5`).")
-    boxes: int = Field(0, ge=0, description="Index of the model output holding the boxes "
-                       "`[1, N, 4]` (`head: boxes_scores`).")
-    scores: int = Field(1, ge=0, description="Index of the model output holding the class "
-                        "scores `[1, N, classes]` (probabilities, not logits; "
-                        "`head: boxes_scores`).")
+    output: int | None = Field(None, ge=0, description="Index of the model output holding "
+                               "a single head (`yolov8`, `yolov5`); default 0.")
+    boxes: int | None = Field(None, ge=0, description="Index of the model output holding "
+                              "the boxes `[1, N, 4]` (`head: boxes_scores`); default 0.")
+    scores: int | None = Field(None, ge=0, description="Index of the model output holding "
+                               "the class scores `[1, N, classes]` (probabilities, not "
+                               "logits; `head: boxes_scores`); default 1.")
     box_format: Literal["xyxy", "cxcywh"] | None = Field(
         None, description="`xyxy` corners or `cxcywh` centre and size; default `cxcywh` "
         "for the YOLO heads, `xyxy` for `boxes_scores`.")
@@ -75,13 +75,14 @@ class DetectionPost(Strict):
     @model_validator(mode="after")
     def _consistent(self) -> DetectionPost:
         if self.head is Head.BOXES_SCORES:
-            if "output" in self.model_fields_set:
+            if self.output is not None:
                 raise ValueError("`output` names a single head (`head: yolov8` or `yolov5`); "
                                  "with `head: boxes_scores` give `boxes` and `scores`")
-            if self.boxes == self.scores:
+            boxes, scores = self.model_outputs
+            if boxes == scores:
                 raise ValueError("boxes and scores name the same model output")
         else:
-            given = sorted({"boxes", "scores"} & self.model_fields_set)
+            given = [k for k in ("boxes", "scores") if getattr(self, k) is not None]
             if given:
                 raise ValueError(f"`head: {self.head.value}` is one output: give `output` "
                                  f"(its index), not {' and '.join(f'`{g}`' for g in given)}")
@@ -96,8 +97,10 @@ class DetectionPost(Strict):
     @property
     def model_outputs(self) -> tuple[int, ...]:
         """The indices of the model outputs this reads."""
-        return ((self.boxes, self.scores) if self.head is Head.BOXES_SCORES
-                else (self.output,))
+        if self.head is Head.BOXES_SCORES:  # (boxes, scores)
+            return (0 if self.boxes is None else self.boxes,
+                    1 if self.scores is None else self.scores)
+        return (self.output or 0,)
 
 
 class PrePost(Strict):
