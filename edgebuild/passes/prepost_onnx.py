@@ -2,14 +2,14 @@
 ONNX source with ONNX GraphSurgeon.
 
     uint8 image ─ Cast ─ Transpose ─ ·scale ─ −mean ─ /std ─▶ [the file's graph] ─▶ head(s)
-        ─ split head ─ (×[W,H,W,H]) ─ (cxcywh→xyxy) ─ TopK(1) per box ─ shift by class
+        ─ split head ─ (×[W,H,W,H]) ─ (cxcywh→xyxy) ─ best class per box ─ shift by class
         ─ NonMaxSuppression ─ Gather ─ pad (Concat + Slice) ─▶ boxes, scores, classes
 
 The function is the one `prepost_torch.py` builds around a PyTorch model, written as ONNX
 nodes so the FP32 reference (ONNX Runtime on the composed file) and every backend run
 the same deployed graph. Only ops whose signature is stable from opset 11 up are used
-(Slice, TopK and NonMaxSuppression take their numbers as inputs; ReduceMax reduces all
-axes), so the nodes join the file at its own opset; constants are initializers, which
+(Slice and NonMaxSuppression take their numbers as inputs; ReduceMax's axes follow the
+opset), so the nodes join the file at its own opset; constants are initializers, which
 onnx2tf needs for NMS thresholds (docs/passes.md).
 """
 
@@ -26,7 +26,7 @@ from edgebuild.recipe.prepost import DetectionPost, Head, InputPrep, PrePost
 if TYPE_CHECKING:
     import onnx
 
-MIN_OPSET = 11  # NonMaxSuppression, Slice and TopK with their numbers as inputs
+MIN_OPSET = 11  # NonMaxSuppression and Slice with their numbers as inputs
 _END = 2**63 - 1  # Slice to the end of an axis
 
 
@@ -51,7 +51,7 @@ def compose(model: onnx.ModelProto, spec: PrePost, inputs: list[dict[str, Any]],
     if spec.input is not None:
         model_input = _prepend(graph, spec.input, inputs)
     if spec.detection is not None:
-        _append(graph, spec.detection, outputs, model_input)
+        _append(graph, spec.detection, outputs, model_input, opset)
     graph.cleanup().toposort()
     composed: onnx.ModelProto = gs.export_onnx(graph)
     composed.ir_version = model.ir_version
@@ -121,7 +121,8 @@ def _prepend(graph: Any, spec: InputPrep, inputs: list[dict[str, Any]]) -> Any:
     return old
 
 
-def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any) -> None:
+def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
+            opset: int) -> None:
     """Replace the graph outputs with the detections after NMS."""
     import numpy as np
     import onnx_graphsurgeon as gs
@@ -172,7 +173,14 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any)
         half = _op(graph, "Mul", [extent, const("half", 0.5, np.float32)])
         boxes = _op(graph, "Concat", [_op(graph, "Sub", [centre, half]),
                                       _op(graph, "Add", [centre, half])], {"axis": 1})
-    best, index = _op(graph, "TopK", [scores, const("k", [1])], {"axis": -1}, count=2)
+    # Best class per box: ReduceMax + ArgMax, as torch exports `max(dim)` (onnx2tf
+    # cannot convert a TopK whose k is ONNX's 1-element tensor). ReduceMax takes its
+    # axes as an input from opset 18, as an attribute before.
+    if opset >= 18:
+        best = _op(graph, "ReduceMax", [scores, const("axes", [-1])], {"keepdims": 0})
+    else:
+        best = _op(graph, "ReduceMax", [scores], {"axes": [-1], "keepdims": 0})
+    index = _op(graph, "ArgMax", [scores], {"axis": -1, "keepdims": 0})
     best = _op(graph, "Reshape", [best, const("shape", [-1])])  # [N]
     classes = _op(graph, "Cast", [_op(graph, "Reshape", [index, const("shape", [-1])])],
                   {"to": 1})
