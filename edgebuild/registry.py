@@ -28,6 +28,7 @@ BACKEND_GROUP = "edgebuild.backends"
 # recipe can name, so not entry points.
 OPS: dict[str, str] = {
     "import-onnx": "edgebuild.passes.import_onnx:ImportOnnx",
+    "prepost-onnx": "edgebuild.passes.prepost_onnx:PrepostOnnx",
     "compile": "edgebuild.passes.compile:Compile",
     "device-build": "edgebuild.passes.device_build:DeviceBuild",
     "reference": "edgebuild.gates.reference:Reference",

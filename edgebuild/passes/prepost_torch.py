@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from edgebuild.recipe.prepost import DetectionPost, InputPrep, PrePost
+from edgebuild.recipe.prepost import DetectionPost, Head, InputPrep, PrePost
 
 
 def greedy_nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float,
@@ -72,6 +72,20 @@ class _NMS(torch.autograd.Function):
         return index
 
 
+def split_head(outputs: list[torch.Tensor], spec: DetectionPost
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boxes `[N, 4]` and class scores `[N, C]` from the model's raw outputs (batch 1)."""
+    if spec.head is Head.BOXES_SCORES:
+        boxes, scores = (outputs[i] for i in spec.model_outputs)
+        return boxes.reshape(-1, 4), scores.reshape(-1, scores.shape[-1])
+    head = outputs[spec.model_outputs[0]]
+    if spec.head is Head.YOLOV8:  # [1, 4 + C, N]
+        rows = head.reshape(head.shape[-2], -1).transpose(0, 1)
+        return rows[:, :4], rows[:, 4:]
+    rows = head.reshape(-1, head.shape[-1])  # YOLOV5: [1, N, 5 + C]
+    return rows[:, :4], rows[:, 4:5] * rows[:, 5:]
+
+
 class PrePostModel(nn.Module):
     """The source model with `model.prepost` around it."""
 
@@ -100,18 +114,20 @@ class PrePostModel(nn.Module):
         if self.detection is None:
             return outputs
         return self._detections(list(outputs) if isinstance(outputs, tuple | list)
-                                else [outputs])
+                                else [outputs], (x.shape[-2], x.shape[-1]))
 
-    def _detections(self, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def _detections(self, outputs: list[torch.Tensor], size: tuple[int, int]
+                    ) -> tuple[torch.Tensor, ...]:
         spec = self.detection
         assert spec is not None
-        if max(spec.boxes, spec.scores) >= len(outputs):
-            raise ValueError(f"model.prepost.detection names output {max(spec.boxes, spec.scores)}"
+        if max(spec.model_outputs) >= len(outputs):
+            raise ValueError(f"model.prepost.detection names output {max(spec.model_outputs)}"
                              f" but the model returns {len(outputs)} output(s)")
-        boxes = outputs[spec.boxes].reshape(-1, 4)
-        scores = outputs[spec.scores]
-        scores = scores.reshape(-1, scores.shape[-1])
-        if spec.box_format == "cxcywh":
+        boxes, scores = split_head(outputs, spec)
+        if spec.normalized:  # fractions of the model input -> its pixels
+            height, width = size
+            boxes = boxes * torch.tensor([width, height, width, height], dtype=boxes.dtype)
+        if not spec.corners:
             cx, cy, w, h = boxes.unbind(-1)
             boxes = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], dim=-1)
         best, classes = scores.max(dim=1)

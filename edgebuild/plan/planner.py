@@ -218,6 +218,9 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
     plan = Plan(loaded, b.graph)
     from_torch = recipe.model.factory is not None
     source = None if from_torch else b.add("import-onnx", {}, {}, uses_source=True)
+    if source is not None and recipe.model.prepost is not None:
+        # The composed graph is the source from here on: reference and targets alike.
+        source = b.add("prepost-onnx", {}, {"model": source}, uses_source=True)
     for name in only if only is not None else recipe.targets:
         try:
             _target(b, plan, name, source, from_torch, baselines)

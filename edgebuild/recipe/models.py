@@ -49,7 +49,8 @@ class ModelSource(Strict):
     onnx: FileRef | None = Field(None, description="An existing ONNX model instead of a factory.")
     prepost: PrePost | None = Field(
         None, description="Normalisation of a raw uint8 image and NMS built into the model "
-        "(PyTorch factories), so every artifact takes pixels and returns detections.")
+        "(around a PyTorch factory's module, or composed onto an ONNX source's graph), so "
+        "every artifact takes pixels and returns detections.")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSource:
@@ -60,9 +61,6 @@ class ModelSource(Strict):
             raise ValueError("give exactly one of `factory` (PyTorch) or `onnx`")
         if self.onnx is not None and (self.weights is not None or self.args or self.kwargs):
             raise ValueError("`weights`, `args` and `kwargs` belong to `factory`, not `onnx`")
-        if self.onnx is not None and self.prepost is not None:
-            raise ValueError("`prepost` wraps a PyTorch factory's model; an ONNX source "
-                             "needs its pre/post-processing in the file")
         return self
 
 

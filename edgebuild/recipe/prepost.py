@@ -8,6 +8,7 @@ return detections after NMS, and the gates check exactly what is deployed.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -31,6 +32,14 @@ class InputPrep(Strict):
         return self
 
 
+class Head(StrEnum):
+    """How a detector's raw output holds its boxes and scores (`detection.head`)."""
+
+    BOXES_SCORES = "boxes_scores"  # two outputs: boxes [1, N, 4], scores [1, N, C]
+    YOLOV8 = "yolov8"  # one output [1, 4 + C, N]: box rows, then per-class scores (v8+)
+    YOLOV5 = "yolov5"  # one output [1, N, 5 + C]: box, objectness, class scores (v5, v7)
+
+
 class DetectionPost(Strict):
     """Boxes and class scores in, the best detections after NMS out, padded to a fixed count.
 
@@ -40,12 +49,22 @@ class DetectionPost(Strict):
     classes never suppress each other) and exports as ONNX `NonMaxSuppression`.
     """
 
-    boxes: int = Field(0, ge=0, description="Index of the model output holding the boxes "
-                       "`[1, N, 4]`.")
-    scores: int = Field(1, ge=0, description="Index of the model output holding the class "
-                        "scores `[1, N, classes]` (probabilities, not logits).")
-    box_format: Literal["xyxy", "cxcywh"] = Field(
-        "xyxy", description="`xyxy` corners or `cxcywh` centre and size (YOLO heads).")
+    head: Head = Field(Head.BOXES_SCORES, description="Layout of the raw head: "
+                       "`boxes_scores` (two outputs, `boxes` and `scores`), `yolov8` (one "
+                       "output `[1, 4 + C, N]`, per-class scores, no objectness) or `yolov5` "
+                       "(one output `[1, N, 5 + C]`; score = objectness x class score).")
+    output: int | None = Field(None, ge=0, description="Index of the model output holding "
+                               "a single head (`yolov8`, `yolov5`); default 0.")
+    boxes: int | None = Field(None, ge=0, description="Index of the model output holding "
+                              "the boxes `[1, N, 4]` (`head: boxes_scores`); default 0.")
+    scores: int | None = Field(None, ge=0, description="Index of the model output holding "
+                               "the class scores `[1, N, classes]` (probabilities, not "
+                               "logits; `head: boxes_scores`); default 1.")
+    box_format: Literal["xyxy", "cxcywh"] | None = Field(
+        None, description="`xyxy` corners or `cxcywh` centre and size; default `cxcywh` "
+        "for the YOLO heads, `xyxy` for `boxes_scores`.")
+    normalized: bool = Field(False, description="Box coordinates are fractions of the "
+                             "model input's width and height (0..1), not pixels.")
     iou_threshold: float = Field(0.5, gt=0, le=1, description="NMS suppresses a box whose "
                                  "IoU with a better one of its class exceeds this.")
     score_threshold: float = Field(0.25, ge=0, lt=1, description="Boxes scoring at most "
@@ -54,10 +73,34 @@ class DetectionPost(Strict):
                                 "(the fixed first dimension of every output).")
 
     @model_validator(mode="after")
-    def _distinct(self) -> DetectionPost:
-        if self.boxes == self.scores:
-            raise ValueError("boxes and scores name the same model output")
+    def _consistent(self) -> DetectionPost:
+        if self.head is Head.BOXES_SCORES:
+            if self.output is not None:
+                raise ValueError("`output` names a single head (`head: yolov8` or `yolov5`); "
+                                 "with `head: boxes_scores` give `boxes` and `scores`")
+            boxes, scores = self.model_outputs
+            if boxes == scores:
+                raise ValueError("boxes and scores name the same model output")
+        else:
+            given = [k for k in ("boxes", "scores") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"`head: {self.head.value}` is one output: give `output` "
+                                 f"(its index), not {' and '.join(f'`{g}`' for g in given)}")
         return self
+
+    @property
+    def corners(self) -> bool:
+        """Boxes come as x1, y1, x2, y2 (else centre and size)."""
+        fmt = self.box_format or ("xyxy" if self.head is Head.BOXES_SCORES else "cxcywh")
+        return fmt == "xyxy"
+
+    @property
+    def model_outputs(self) -> tuple[int, ...]:
+        """The indices of the model outputs this reads."""
+        if self.head is Head.BOXES_SCORES:  # (boxes, scores)
+            return (0 if self.boxes is None else self.boxes,
+                    1 if self.scores is None else self.scores)
+        return (self.output or 0,)
 
 
 class PrePost(Strict):
