@@ -138,8 +138,8 @@ def test_detection_gate_validation() -> None:
 def test_prepost_and_letterbox_validation() -> None:
     with pytest.raises(ValidationError, match="name the same model output"):
         DetectionPost(boxes=1, scores=1)
-    with pytest.raises(ValidationError, match="needs its pre/post-processing in the file"):
-        ModelSource.model_validate({"onnx": "m.onnx", "prepost": {"input": {}}})
+    # An ONNX source takes prepost too (composed on the graph: passes/prepost_onnx.py).
+    assert ModelSource.model_validate({"onnx": "m.onnx", "prepost": {"input": {}}}).prepost
     with pytest.raises(ValidationError, match="prepost adds nothing"):
         ModelSource.model_validate({"factory": "m.py:build", "prepost": {}})
     with pytest.raises(ValidationError, match="letterbox replaces resize"):
