@@ -126,6 +126,7 @@ class TfliteBackend(Backend):
     produces = "tflite"
     Options = TfliteOptions
     tools: ClassVar[tuple[str, ...]] = ("tensorflow-cpu", "ai-edge-litert")
+    version = 2  # 2: int8 keeps the INT8 rules' float nodes float (keep_float.py)
     extra = "tflite"
     conversions = ("onnx-to-tf",)  # onnx2tf: the ONNX (NCHW) graph as a SavedModel (NHWC)
     runner_metadata = ("io",)  # how recipe tensors map onto the model's (layout, scale)
