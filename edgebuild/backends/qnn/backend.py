@@ -63,7 +63,8 @@ class QnnOptions(BaseModel):
     keep_float: KeepFloat = Field(
         KeepFloat.AUTO, description="int8/int16, as the quantize pass: `auto` keeps the output "
         "tail (decode, final Sigmoid/Softmax, output Concat) and a signal front end out of "
-        "the QDQ (they run on the CPU EP: set `cpu_fallback: report`); `none` does not.")
+        "the QDQ (the HTP runs them in fp16; the partition table shows any it refuses); "
+        "`none` does not.")
     mixed_range_bound: float | None = Field(
         DEFAULT_BOUND, gt=1, description="int8/int16, as the quantize pass: a Concat/Add "
         "whose inputs' calibrated ranges differ by more than this factor stays float; "
