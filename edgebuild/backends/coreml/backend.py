@@ -42,7 +42,8 @@ class CoreMlBackend(Backend):
     produces = "mlpackage"
     Options = CoreMlOptions
     tools: ClassVar[tuple[str, ...]] = ("coremltools", "torch", "scikit-learn")
-    version = 2  # 2: a TorchScript capture converts at the target's shape profiles
+    # 3: metadata `kept_float` (the INT8 rules do not apply to weight-only compression)
+    version = 3  # 2: a TorchScript capture converts at the target's shape profiles
     extra = "coreml"
     runner_metadata: ClassVar[tuple[str, ...]] = ("io", "proxy")
     # The in-graph NMS is a Python loop: torch.export refuses it, a trace freezes the
@@ -85,6 +86,7 @@ class CoreMlBackend(Backend):
         return OpResult(main=PACKAGE, format=self.produces, metadata={
             "capture_check": check, "compute_precision": options.compute_precision,
             "weights": options.weights, "program": program.summary(rows, ops),
+            "kept_float": kept_float(options),
             "notes": [PROGRAM_NOTE], "ships": [PACKAGE], "package_bytes": package_bytes,
             "io": {"inputs": tensors, "outputs": outputs},
             "proxy": {"file": str(proxy_path.relative_to(ctx.out)), **proxy_info},
@@ -129,3 +131,19 @@ class CoreMlBackend(Backend):
 
     def device_latency(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def kept_float(options: CoreMlOptions) -> dict[str, Any] | None:
+    """What the shared INT8 rules (passes/int8_safety.py) mean for this build, said in
+    the metadata like every other INT8 path's `kept_float`: compressed weights only,
+    so the activation rules have nothing to exclude."""
+    if options.weights == "none":
+        return None
+    compression = ("int8 weights, linear symmetric per output channel"
+                   if options.weights == "int8" else
+                   f"{options.palettize_bits}-bit palettized weights")
+    return {"nodes": [], "applies": False, "notes": [
+        f"weight-only compression ({compression}): activations compute in "
+        f"{options.compute_precision}, so the INT8 activation rules (mixed-range "
+        "Concat/Add, output tail, signal front end) have nothing to keep float; "
+        "W8A8 (activation quantization) is not built"]}

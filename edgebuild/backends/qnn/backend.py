@@ -26,6 +26,7 @@ from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
+from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,8 +56,19 @@ class QnnOptions(BaseModel):
     calibration_dataset: DatasetRef | None = Field(
         None, description="Recipe dataset for int8/int16 calibration.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples, at most.")
-    per_channel: bool = Field(False, description="Per-channel weight scales (HTP supports "
-                              "them for Conv/MatMul weights).")
+    per_channel: bool = Field(
+        True, description="Per-channel weight scales on Conv/ConvTranspose (the HTP takes "
+        "them; onnxruntime's QNN recipe keeps MatMul per-tensor, which the HTP requires). "
+        "false: per-tensor everywhere.")
+    keep_float: KeepFloat = Field(
+        KeepFloat.AUTO, description="int8/int16, as the quantize pass: `auto` keeps the output "
+        "tail (decode, final Sigmoid/Softmax, output Concat) and a signal front end out of "
+        "the QDQ (the HTP runs them in fp16; the partition table shows any it refuses); "
+        "`none` does not.")
+    mixed_range_bound: float | None = Field(
+        DEFAULT_BOUND, gt=1, description="int8/int16, as the quantize pass: a Concat/Add "
+        "whose inputs' calibrated ranges differ by more than this factor stays float; "
+        "null: off.")
     soc_model: int = Field(43, ge=0, description="QNN SoC model the context binary is built "
                            "for (43: Snapdragon 8 Gen 2, SM8550).")
     htp_arch: int = Field(73, ge=68, description="Hexagon HTP architecture (73: v73).")
@@ -95,7 +107,7 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    version = 1
+    version = 2  # 2: per-channel by default; keep_float / mixed_range_bound options
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -118,7 +130,7 @@ class QnnBackend(Backend):
             metadata["quantization"] = quantize_for_htp(
                 bare, model, options.precision.value,
                 ctx.dataset(options.calibration_dataset), options.calibration_samples,
-                options.per_channel)
+                options.per_channel, options.keep_float.value, options.mixed_range_bound)
             props.put_back(model, kept)
         context = ctx.out / CONTEXT_MODEL
         try:

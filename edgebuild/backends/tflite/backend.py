@@ -24,6 +24,7 @@ from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
+from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,6 +80,14 @@ class TfliteOptions(BaseModel):
         "dataset).")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
     per_channel: bool = Field(True, description="Per-channel weight scales (TFLite's default).")
+    keep_float: KeepFloat = Field(
+        KeepFloat.AUTO, description="With `precision: int8`, as the quantize pass: `auto` "
+        "keeps the output tail (decode, final Sigmoid/Softmax, output Concat) and a signal "
+        "front end float; `none` does not. Metadata `kept_float` says what TFLite honoured.")
+    mixed_range_bound: float | None = Field(
+        DEFAULT_BOUND, gt=1, description="With `precision: int8`, as the quantize pass: a "
+        "Concat/Add whose inputs' calibrated ranges differ by more than this factor stays "
+        "float; null: off.")
     delegate: Delegate = Field(
         Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
         "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
@@ -117,24 +126,28 @@ class TfliteBackend(Backend):
     produces = "tflite"
     Options = TfliteOptions
     tools: ClassVar[tuple[str, ...]] = ("tensorflow-cpu", "ai-edge-litert")
+    version = 2  # 2: int8 keeps the INT8 rules' float nodes float (keep_float.py)
     extra = "tflite"
     conversions = ("onnx-to-tf",)  # onnx2tf: the ONNX (NCHW) graph as a SavedModel (NHWC)
     runner_metadata = ("io",)  # how recipe tensors map onto the model's (layout, scale)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
-        from edgebuild.backends.tflite import convert, nnapi
+        from edgebuild.backends.tflite import convert, keep_float, nnapi
 
         options = TfliteOptions.model_validate(target.options)
         model, out = ctx.input(), ctx.out
         saved_model = model.main.parent
         io_spec = _io_spec_from_savedmodel(model)
-        feeds = None
+        feeds, calibration, count = None, None, 0
         if options.calibration_dataset is not None:
             calibration = ctx.dataset(options.calibration_dataset)
             count = min(len(calibration), options.calibration_samples)
             feeds = [_signature_feeds(calibration.feed(i), io_spec) for i in range(count)]
         started = time.perf_counter()
-        flatbuffer = convert.convert(saved_model, options, feeds)
+        kept = None
+        if options.precision is Precision.INT8:
+            kept = keep_float.choose(model, options, calibration, count)
+        flatbuffer = convert.convert(saved_model, options, feeds, kept)
         seconds = time.perf_counter() - started
         destination = out / "model.tflite"
         destination.write_bytes(flatbuffer)
@@ -149,6 +162,7 @@ class TfliteBackend(Backend):
                       "convert_seconds": round(seconds, 2),
                       "onnx2tf_seconds": model.metadata.get("seconds"),
                       "calibration_samples": len(feeds or []),
+                      "kept_float": _kept_float(options, kept),
                       "notes": ["nnapi_coverage.md"],
                       "nnapi": _coverage_summary(rows, options.android_api_level)})
 
@@ -192,6 +206,24 @@ class TfliteBackend(Backend):
             warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
             serial=options.device_serial, binary=options.benchmark_model,
             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
+
+
+def _kept_float(options: TfliteOptions, kept: Any) -> dict[str, Any] | None:
+    """What the INT8 rules kept float in this build, or why they do not apply."""
+    precision = options.precision
+    if precision is Precision.INT8:
+        if kept is None:
+            return {"nodes": [], "notes": ["no ONNX graph beside the SavedModel (it did not "
+                                           "come from onnx-to-tf): the INT8 rules could not "
+                                           "run, every op is int8"]}
+        found: dict[str, Any] = kept.to_json()
+        return found
+    reason = {
+        Precision.DYNAMIC_INT8: "weights only (int8 weights, float activations): activation "
+                                "exclusions do not apply",
+        Precision.INT16X8: "not applied: TFLite's 16x8 quantizer has no node denylist (16-bit "
+                           "activations leave a range ratio r 65536 / r codes)"}.get(precision)
+    return {"nodes": [], "notes": [reason]} if reason else None
 
 
 def _same_shape(a: list[Any], b: list[Any]) -> bool:

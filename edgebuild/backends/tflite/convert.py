@@ -12,6 +12,9 @@ post-training quantization guide:
 | dynamic-int8   | Optimize.DEFAULT, no representative data (int8 weights, float activations) |
 | int8           | Optimize.DEFAULT, representative data, TFLITE_BUILTINS_INT8 only          |
 | int16x8        | Optimize.DEFAULT, representative data, 16-bit activations / 8-bit weights |
+
+An int8 build with nodes the INT8 rules keep float (keep_float.py) calibrates only,
+then quantizes with those ops denylisted; without any it is the converter's own path.
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.backends.tflite.backend import TfliteOptions
+    from edgebuild.backends.tflite.keep_float import KeptFloat
 
 NEEDS_CALIBRATION = ("int8", "int16x8")
 
 
 def convert(saved_model: Path, options: TfliteOptions,
-            calibration: list[dict[str, np.ndarray]] | None) -> bytes:
-    """The .tflite flatbuffer; `calibration`: feeds keyed by signature input name."""
+            calibration: list[dict[str, np.ndarray]] | None,
+            kept: KeptFloat | None = None) -> bytes:
+    """The .tflite flatbuffer; `calibration`: feeds keyed by signature input name;
+    `kept` (int8): the nodes to leave float, filled in with what was honoured."""
     import tensorflow as tf
 
     precision = options.precision.value
@@ -55,16 +61,32 @@ def convert(saved_model: Path, options: TfliteOptions,
             options.io_type.value]
         converter.inference_input_type = io_type
         converter.inference_output_type = io_type
+        if kept is not None and kept.names:
+            return _convert(lambda: _keeping_float(converter, io_type, kept), precision)
     elif precision == "int16x8":
         converter.target_spec.supported_ops = [
             tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    return _convert(converter.convert, precision)
+
+
+def _convert(run: Any, precision: str) -> bytes:
     try:
-        flatbuffer: Any = converter.convert()
+        flatbuffer: Any = run()
     except Exception as exc:  # the converter raises many types; all mean the same here
         first = str(exc).strip().splitlines()[:3]
         raise StageError(f"TFLite conversion to {precision} failed: {type(exc).__name__}",
                          "\n".join(first) or "see the stage log") from None
     return bytes(flatbuffer)
+
+
+def _keeping_float(converter: Any, io_type: Any, kept: KeptFloat) -> bytes:
+    """Calibrate, then quantize with the kept nodes' ops denylisted (keep_float.py)."""
+    from edgebuild.backends.tflite import keep_float
+
+    converter._experimental_calibrate_only = True
+    calibrated = bytes(converter.convert())
+    return keep_float.quantize(calibrated, converter, io_type,
+                               keep_float.denylist(calibrated, kept))
 
 
 def _representative(feeds: list[dict[str, np.ndarray]]) -> Any:

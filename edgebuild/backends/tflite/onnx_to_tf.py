@@ -38,6 +38,13 @@ Two things onnx2tf does by itself are taken over here:
   box — where ONNX returns only the boxes kept; `output_nms_with_dynamic_tensor`
   keeps ONNX's semantics (a dynamic-length tensor inside the model; a fixed-size
   output such as `model.prepost`'s padding stays fixed).
+- It names its Keras layers after TensorFlow ops (`tf.math.sigmoid_1`), not after
+  the ONNX nodes, so the TFLite backend could not find an ONNX node in the model it
+  quantizes. The layers each ONNX node became are recorded (`onnx2tf_layers.json`,
+  read from onnx2tf's own node table), and the ONNX graph it converted is kept as
+  `converted.onnx` (same node names, pinned shapes): full-integer INT8 runs the
+  shared INT8 rules (passes/int8_safety.py) on it and keeps those layers float
+  (tflite/keep_float.py). That copy costs the ONNX model's size in the cache.
 - It reports an op it cannot convert as a long TensorFlow trace and exits. The
   model is checked first against the ops onnx2tf has converters for, and a
   failure during conversion is turned into a StageError that names the op and
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -64,6 +72,10 @@ if TYPE_CHECKING:
     import onnx
 
 
+CONVERTED_ONNX = "converted.onnx"  # the graph onnx2tf converted, node names as it saw them
+LAYERS_FILE = "onnx2tf_layers.json"  # ONNX node name -> the Keras layers it became
+
+
 class OnnxToTfParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,7 +86,9 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    version = 6  # 6: pseudo Erf, data-propagated shapes; 4: Constants as initializers
+    # 7: converted.onnx + onnx2tf_layers.json (INT8 float nodes); 6: pseudo Erf,
+    # data-propagated shapes; 4: Constants as initializers
+    version = 7
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -94,7 +108,7 @@ class OnnxToTf(Op):
         saved_model = ctx.out / "saved_model"
         started = time.perf_counter()
         keep = inputs if params.keep_nchw_inputs else channels_last_inputs(model)
-        log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned)
+        log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned, keep_onnx=ctx.out)
         seconds = time.perf_counter() - started
         if not (saved_model / "saved_model.pb").is_file():
             raise conversion_error(model, log)
@@ -106,7 +120,8 @@ class OnnxToTf(Op):
                       "kept_inputs": keep,
                       "onnx_inputs": _tensor_shapes(model.graph.input),
                       "pinned_inputs": pinned,
-                      "onnx_outputs": _tensor_shapes(model.graph.output)})
+                      "onnx_outputs": _tensor_shapes(model.graph.output),
+                      "converted_onnx": CONVERTED_ONNX, "layers": LAYERS_FILE})
 
 
 def channels_last_inputs(model: onnx.ModelProto) -> list[str]:
@@ -148,11 +163,13 @@ def _offline_sample_images() -> np.ndarray:
 
 
 def _convert(source: Path, destination: Path, keep_nchw: list[str],
-             pinned: dict[str, list[int]] | None = None) -> str:
+             pinned: dict[str, list[int]] | None = None, keep_onnx: Path | None = None) -> str:
     """Run onnx2tf in this process on a private copy of `source`; returns what it printed.
 
     The copy matters: onnx2tf rewrites the ONNX file it is given (it names
     unnamed nodes in place), and `source` is a cache entry that must not change.
+    With `keep_onnx` (a folder), the copy (nodes named, before onnx2tf's own edits)
+    and the layers each node became are written there (CONVERTED_ONNX, LAYERS_FILE).
     """
     import shutil
     import tempfile
@@ -164,8 +181,14 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
         else:
             shutil.copyfile(source, private)
         name_nodes_and_infer_shapes(private)
+        if keep_onnx is not None:
+            shutil.copyfile(private, keep_onnx / CONVERTED_ONNX)
         constants_to_initializers(private)
-        return _convert_file(private, destination, keep_nchw)
+        layers: dict[str, list[str]] = {}
+        log = _convert_file(private, destination, keep_nchw, layers)
+        if keep_onnx is not None:
+            (keep_onnx / LAYERS_FILE).write_text(json.dumps(layers, indent=1))
+        return log
 
 
 def name_nodes_and_infer_shapes(path: Path) -> None:
@@ -211,13 +234,28 @@ def constants_to_initializers(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
+def _convert_file(source: Path, destination: Path, keep_nchw: list[str],
+                  layers: dict[str, list[str]] | None = None) -> str:
+    """onnx2tf on `source` into a SavedModel at `destination`; returns what it printed.
+    `layers` (filled in): ONNX node name -> the Keras layers it became."""
+    import onnx
     import onnx2tf
     from onnx2tf import onnx2tf as onnx2tf_main
     from onnx2tf.utils import common_functions
 
     onnx2tf_main.download_test_image_data = _offline_sample_images
     common_functions.download_test_image_data = _offline_sample_images
+    table: dict[str, Any] = {}
+    outputs_of = common_functions.get_tf_model_outputs
+
+    def get_tf_model_outputs(*, tf_layers_dict: dict[str, Any], output_names: list[str]
+                             ) -> list[Any]:
+        # onnx2tf's node table (ONNX tensor name -> its Keras tensor) is a local of its
+        # convert(); it passes it here once, when it collects the model's outputs.
+        table.update(tf_layers_dict)
+        return list(outputs_of(tf_layers_dict=tf_layers_dict, output_names=output_names))
+
+    onnx2tf_main.get_tf_model_outputs = get_tf_model_outputs
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         try:
@@ -237,11 +275,50 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str]) -> str:
                 verbosity="error",
             )
             _save(model, destination)
+            if layers is not None:
+                layers.update(keras_layers(onnx.load(str(source), load_external_data=False),
+                                           table))
         except SystemExit:
             pass  # onnx2tf exits on a failed conversion; the missing output says so
         except Exception as exc:  # a TensorFlow trace becomes a StageError below
             print(f"{type(exc).__name__}: {exc}", file=captured)
+        finally:
+            onnx2tf_main.get_tf_model_outputs = outputs_of
     return captured.getvalue()
+
+
+def keras_layers(model: onnx.ModelProto, table: dict[str, Any]) -> dict[str, list[str]]:
+    """ONNX node name -> the names of the Keras layers onnx2tf built for it.
+
+    A node's layers are those behind its output tensors back to the tensors of other
+    nodes (a Reshape on NHWC data is a transpose and a reshape). The TFLite
+    converter names each op's output tensor `<model>/<layer>/<op>` (';'-joined when
+    it fuses ops), which is how tflite/keep_float.py finds the node again.
+
+        Sigmoid_1 ─▶ tf.math.sigmoid_1     Reshape_1 ─▶ tf.compat.v1.transpose_7, tf.reshape_5
+    """
+    tensors = {name: entry["tf_node"] for name, entry in table.items()
+               if isinstance(entry, dict) and "tf_node" in entry}
+    known = {id(t) for t in tensors.values()}
+    found: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        stack = [tensors[o] for o in node.output if o in tensors]
+        own, seen, names = {id(t) for t in stack}, set(), []
+        while stack:
+            tensor = stack.pop()
+            history = getattr(tensor, "_keras_history", None)
+            if id(tensor) in seen or history is None:
+                continue
+            seen.add(id(tensor))
+            layer = history.layer
+            if layer.name not in names:
+                names.append(layer.name)
+            inbound = layer._inbound_nodes[history.node_index]
+            stack.extend(t for t in inbound.keras_inputs
+                         if id(t) not in known or id(t) in own)
+        if node.name and names:
+            found[node.name] = names
+    return found
 
 
 def _save(model: Any, destination: Path) -> None:
