@@ -57,11 +57,20 @@ def read_signature(path: Path) -> OnnxSignature:
         if path.stat().st_size == 0:
             raise OnnxReadError(f"{path.name} is empty")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                return _signature(view)
-            finally:
-                view.release()
+            problem = _parse(mapped)
+    if isinstance(problem, str):
+        raise OnnxReadError(problem)
+    return problem
+
+
+def _parse(mapped: mmap.mmap) -> OnnxSignature | str:
+    """The signature, or what is wrong as text: an exception's traceback would keep
+    views of the map alive past its closing (BufferError)."""
+    with memoryview(mapped) as view:
+        try:
+            return _signature(view)
+        except OnnxReadError as exc:
+            return str(exc)
 
 
 def _signature(data: memoryview) -> OnnxSignature:

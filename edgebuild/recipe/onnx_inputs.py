@@ -19,7 +19,8 @@ from pathlib import Path
 from edgebuild.core.onnx_io import OnnxReadError, OnnxSignature, OnnxTensor, read_signature
 from edgebuild.errors import EdgebuildError, did_you_mean
 from edgebuild.recipe.files import resolve_file
-from edgebuild.recipe.models import Recipe, TensorSpec
+from edgebuild.recipe.inputs import TensorSpec
+from edgebuild.recipe.models import Recipe
 
 Report = list[tuple[tuple[str, ...], str, str]]  # (key path, message, hint)
 
@@ -77,11 +78,11 @@ def _one(spec: TensorSpec, tensor: OnnxTensor, here: tuple[str, ...], file: str)
     if dims is None:
         return found
     if len(dims) != len(spec.shape):
-        scalar = " (a scalar: `shape: []`)" if not dims else ""
         found.append(((*here, "shape"), f"input '{spec.name}' has {len(spec.shape)} "
                       f"dimension{'s' if len(spec.shape) != 1 else ''} in the recipe "
                       f"{spec.shape}; {own}",
-                      f"declare {len(dims)} dimension{'s' if len(dims) != 1 else ''}{scalar}, "
+                      "it is a scalar: write `shape: []`" if not dims else
+                      f"declare {len(dims)} dimension{'s' if len(dims) != 1 else ''}, "
                       f"e.g. `shape: {_example(dims)}`"))
         return found
     for axis, (dim, size) in enumerate(zip(dims, spec.shape, strict=True)):
