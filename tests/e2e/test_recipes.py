@@ -190,3 +190,15 @@ def test_detector_recipe_host_cpu(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     latency = [g for g in report["targets"][0]["gates"] if g["gate"].startswith("latency")]
     assert {g["gate"] for g in latency} == {"latency[p256]", "latency[p128]", "latency[p64]"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("silero_vad") is None,
+                    reason="needs silero-vad (scripts/setup.sh installs it --no-deps)")
+def test_voice_activity_recipe(tmp_path: Path) -> None:
+    """A streaming model: a scalar `sr` that selects an `If` branch (its declared value
+    16000 in latency runs), a state without a sample axis (issue 30)."""
+    report = cold_then_cached("recipes/voice-activity.yaml", tmp_path / "out")
+    accuracy = gate(report, "accuracy[output]")
+    assert accuracy["measured"]["samples"] == 487
+    assert accuracy["measured"]["max_abs_error"] <= 1e-3
+    assert gate(report, "latency")["status"] in ("passed", "undecided")  # a busy machine
