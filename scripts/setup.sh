@@ -55,6 +55,11 @@ say "facenet-pytorch (--no-deps: the detector recipe reads only its P-Net weight
 # recipes/detector.yaml loads facenet_pytorch/data/pnet.pt and imports none of its code.
 $PIP install -q --no-deps "facenet-pytorch==2.6.0"
 
+say "silero-vad (--no-deps: the voice-activity recipe reads only its ONNX file)"
+# MIT. recipes/voice-activity.yaml loads silero_vad/data/silero_vad.onnx; the package
+# declares torch/torchaudio ranges edgebuild pins itself.
+$PIP install -q --no-deps "silero-vad==6.2.3"
+
 case ",$EXTRAS," in
   *,tflite,*|*,all,*)
     say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"

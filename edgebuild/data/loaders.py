@@ -36,13 +36,17 @@ class Samples:
     labels: np.ndarray | None
     names: list[str]
     boxes: list[ImageBoxes] | None = None  # detection labels, one entry per sample
+    # Inputs without a sample axis (`batch_axis: null`): fed as the dataset gives them.
+    unbatched: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self.names)
 
     def feed(self, index: int) -> dict[str, np.ndarray]:
-        """Inputs of one sample, batch dimension kept (shape 1×…)."""
-        return {k: v[index : index + 1] for k, v in self.inputs.items()}
+        """Inputs of one sample: batch dimension kept (shape 1×…), except for an input
+        without one, fed as it is (a recurrent state [2, 1, 128], a scalar [])."""
+        return {k: v[index, ...] if k in self.unbatched else v[index : index + 1]
+                for k, v in self.inputs.items()}
 
 
 def choose(count: int, limit: int | None, seed: int) -> np.ndarray:
@@ -252,16 +256,61 @@ def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: 
                             f"model inputs: {', '.join(declared)}")
         tensor = declared[input_name]
         want = list(tensor["shape"])
-        got = [1, *array.shape[1:]]  # one sample, batch of 1
-        dynamic = {int(k) for k in tensor["dynamic_axes"]}
+        batched = tensor.get("batch_axis", 0) is not None
+        # One sample: with a batch axis, a batch of 1; without, the entry as it is.
+        got = [1, *array.shape[1:]] if batched else list(array.shape[1:])
+        free = {int(k) for k in tensor["dynamic_axes"]} | ({0} if batched else set())
         same_rank = len(got) == len(want)
         if not same_rank or any(g != w for i, (g, w) in enumerate(zip(got, want, strict=False))
-                                if i not in dynamic and i != 0):
-            hint = ("the channel order looks swapped: set preprocess.layout"
-                    if same_rank and sorted(got) == sorted(want) else
-                    "check the dataset's preprocessing (resize, crop, layout)")
+                                if i not in free):
             raise DataError(f"dataset '{name}' gives input '{input_name}' samples of shape "
-                            f"{got}, the model declares {want}", hint)
+                            f"{got}, the model declares {want}",
+                            _shape_hint(input_name, got, want, list(array.shape), batched))
         if str(array.dtype) != tensor["dtype"]:
             raise DataError(f"dataset '{name}' gives input '{input_name}' dtype {array.dtype}, "
                             f"the model declares {tensor['dtype']}")
+    missing = [t["name"] for t in tensors
+               if t["name"] not in samples.inputs and t.get("value") is None]
+    if missing:
+        raise DataError(f"dataset '{name}' gives no input '{missing[0]}', and the model "
+                        f"needs it (it gives {', '.join(samples.inputs)})",
+                        f"add '{missing[0]}' to the dataset (a callable dataset returns "
+                        "{input name: array}; an npz dataset names it in `arrays:`), or "
+                        f"declare the value to feed on the input: `value: 0`")
+
+
+def _shape_hint(input_name: str, got: list[int], want: list[int], whole: list[int],
+                batched: bool) -> str:
+    """What most likely went wrong, from how the shapes differ."""
+    if batched and got[1:] == want:
+        return (f"each of the {whole[0]} entries already has the declared shape {want}: if "
+                f"'{input_name}' has no sample axis (a recurrent state, a scalar), declare "
+                "`batch_axis: null` on it, and each entry is fed as it is")
+    if not batched and got == [1, *want]:
+        return (f"'{input_name}' is declared without a sample axis (`batch_axis: null`), so "
+                f"each entry is fed as it is: give entries of shape {want}, i.e. an array "
+                f"of shape {[whole[0], *want]}")
+    if len(got) == len(want) and sorted(got) == sorted(want):
+        return "the channel order looks swapped: set preprocess.layout"
+    if len(got) != len(want):
+        return (f"the dataset's array is {whole} (entries first); the model's input has "
+                f"{len(want)} dimensions and the sample would have {len(got)}")
+    return "check the dataset's preprocessing (resize, crop, layout)"
+
+
+def as_declared(samples: Samples, tensors: list[dict[str, Any]]) -> Samples:
+    """The samples as the model takes them, in the declared input order: inputs
+    without a sample axis marked, and every input the dataset leaves out filled with
+    its declared `value` (check_matches_inputs has checked that each has one)."""
+    count = len(samples)
+    inputs: dict[str, np.ndarray] = {}
+    for tensor in tensors:
+        name = tensor["name"]
+        batched = tensor.get("batch_axis", 0) is not None
+        if name in samples.inputs:
+            inputs[name] = samples.inputs[name]
+        elif tensor.get("value") is not None:
+            shape = list(tensor["shape"])[1:] if batched else list(tensor["shape"])
+            inputs[name] = np.full([count, *shape], tensor["value"], dtype=tensor["dtype"])
+    unbatched = frozenset(t["name"] for t in tensors if t.get("batch_axis", 0) is None)
+    return Samples(inputs, samples.labels, samples.names, samples.boxes, unbatched)

@@ -92,13 +92,13 @@ def _loader(name: str, data: dict[str, Any], recipe_dir: Path,
     def load() -> Samples:
         from pydantic import TypeAdapter
 
-        from edgebuild.data.loaders import check_matches_inputs, load_dataset
+        from edgebuild.data.loaders import as_declared, check_matches_inputs, load_dataset
         from edgebuild.recipe.datasets import DatasetSpec
 
         spec: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(data)
         samples = load_dataset(spec, recipe_dir, [t["name"] for t in io.inputs], name)
         check_matches_inputs(samples, io.inputs, name)
-        return samples
+        return as_declared(samples, io.inputs)
 
     return load
 

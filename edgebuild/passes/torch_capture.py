@@ -113,7 +113,9 @@ def check_capture(model: Any, captured: Any, tensors: list[dict[str, Any]], mode
 
     worst = 0.0
     feeds = sample_inputs(tensors, seed=1, count=samples)
-    flipped = [{k: -v if v.dtype.kind == "f" else v for k, v in f.items()} for f in feeds]
+    fixed = {t["name"] for t in tensors if t.get("value") is not None}  # declared: kept
+    flipped = [{k: -v if v.dtype.kind == "f" and k not in fixed else v for k, v in f.items()}
+               for f in feeds]
     for n, feed in enumerate(feeds + flipped):
         inputs = tuple(torch.from_numpy(v) for v in feed.values())
         with torch.no_grad():

@@ -29,6 +29,7 @@ from edgebuild.recipe.models import (
     Recipe,
     TargetEntry,
 )
+from edgebuild.recipe.onnx_inputs import check_onnx_inputs
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
@@ -144,6 +145,8 @@ class _CrossCheck:
                       "give `model.factory`, or remove `custom_ops:`")
         self._passes(self.recipe.passes, ("passes",))
         self._shapes()
+        for loc, message, hint in check_onnx_inputs(self.recipe, self.base_dir):
+            self._add(loc, message, hint)
         self._code(self.recipe.model.factory, ("model", "factory"))
         inputs = [t.name for t in self.recipe.inputs]
         for name, dataset in self.recipe.datasets.items():

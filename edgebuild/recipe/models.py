@@ -25,12 +25,11 @@ from edgebuild.recipe.accuracy import (
 from edgebuild.recipe.common import FileRef, MeasureOverrides, Strict
 from edgebuild.recipe.custom_ops import CustomOp, check_op_types
 from edgebuild.recipe.datasets import DatasetSpec
+from edgebuild.recipe.inputs import TensorSpec
 from edgebuild.recipe.prepost import PrePost
 
 __all__ = ["CLASS_LIMITS", "DETECTION_KEYS", "DETECTION_LIMITS", "LABELLED_BOX_KEYS",
-           "VALUE_LIMITS", "AccuracyGate", "AccuracyTask", "OutputSlice"]
-
-TensorDtype = Literal["float32", "float16", "int8", "uint8", "int32", "int64", "bool"]
+           "VALUE_LIMITS", "AccuracyGate", "AccuracyTask", "OutputSlice", "TensorSpec"]
 
 
 class ModelSource(Strict):
@@ -62,24 +61,6 @@ class ModelSource(Strict):
         if self.onnx is not None and (self.weights is not None or self.args or self.kwargs):
             raise ValueError("`weights`, `args` and `kwargs` belong to `factory`, not `onnx`")
         return self
-
-
-class TensorSpec(Strict):
-    """One model input."""
-
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.:/-]*$", description="Input name.")
-    shape: list[int] = Field(min_length=1, description="Example shape used for export.")
-    dtype: TensorDtype = "float32"
-    dynamic_axes: dict[int, str] = Field(
-        default_factory=dict, description="Axis index -> symbolic name, e.g. `{0: batch}`."
-    )
-
-    @field_validator("shape")
-    @classmethod
-    def _positive(cls, shape: list[int]) -> list[int]:
-        if any(d < 1 for d in shape):
-            raise ValueError("every dimension must be >= 1 (mark variable ones in dynamic_axes)")
-        return shape
 
 
 class PassSpec(Strict):
@@ -381,7 +362,7 @@ class Recipe(Strict):
         fixes a shape builds at the example shape, so that is how it builds at p256.
         A shared stage that fixes shapes is told its `build_profile` the same way.
         """
-        inputs = [t.model_dump(mode="json") for t in self.inputs]
+        inputs = [t.declaration() for t in self.inputs]
         io: dict[str, Any] = {"inputs": inputs, "outputs": list(self.outputs)}
         if not self.shapes:
             return io
