@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import edgebuild
+from tests.conftest import cached_rerun, edgebuild, retimed
 
 pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxruntime")
 pytestmark = pytest.mark.onnxruntime
@@ -58,8 +58,9 @@ def test_no_ci_overrides_the_environment(tiny_project: Callable[..., Path], tmp_
     assert "reports: " in result.stdout
 
     monkeypatch.delenv("CI")
+    busy = retimed(tmp_path / "out")
     result = edgebuild("run", str(recipe), "--out", str(tmp_path / "out"), "--ci",
                        cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "0 stages executed: all 6 cached" in result.stdout
+    assert cached_rerun(busy) in result.stdout
     assert set(report_lines(result.stdout)) == set(REPORTS)
