@@ -15,7 +15,6 @@ digest and publish.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +53,12 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                expect_modules: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one stage on this (worker) machine; returns result, output files and log."""
     from edgebuild.execute.carry import check_modules
+    from edgebuild.execute.cluster import one_line_logs
     from edgebuild.execute.task import run_in_subprocess
+    from edgebuild.execute.taskdirs import new_task_folder
 
-    root = Path(tempfile.mkdtemp(prefix="edgebuild-task-"))
+    one_line_logs()
+    root = new_task_folder()  # removed below; a killed worker's, by the next task
     try:
         unpack(files, root)
         recipe_dir = root / "recipe"
