@@ -279,6 +279,9 @@ class DaskExecutor:
         who = who if isinstance(who, str) and who else "?"
         try:
             reply, paths = check_reply(raw, Path(task.spec["out"]), one_line(who)[:80])
+            if failures:  # say in the stage's log that it ran again, and why
+                reply.log = "".join(f"edgebuild: ran again after the Dask task failed: {f}\n"
+                                    for f in failures) + reply.log
             write_reply(reply, paths, task.log)
         except RefusedReply as exc:
             task.log.parent.mkdir(parents=True, exist_ok=True)
