@@ -22,9 +22,10 @@ pytest.importorskip("distributed", reason="--cluster needs Dask distributed "
                     "(extra: distributed)")
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-# Their files embed the time they were built: two local runs differ too (their infer
-# outputs are compared all the same).
-TIMESTAMPED = {"compile@snapdragon-int8", "compile@iphone-int8"}
+# Not bitwise reproducible even between two local runs: the QNN and Core ML compiles
+# embed their build time, and the HTP emulator's outputs vary (their keys, outcomes and
+# gate verdicts are still compared).
+TIMESTAMPED = {"compile@snapdragon-int8", "compile@iphone-int8", "infer@snapdragon-int8"}
 QUICK_TIMING = {"warmup_iterations": 1, "min_iterations": 5, "min_seconds": 0,
                 "max_busy_share": None}
 
