@@ -22,6 +22,7 @@ from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 if TYPE_CHECKING:
     from edgebuild.cache.signing import Trust
     from edgebuild.cache.store import Store
+    from edgebuild.execute.cluster import ClusterSpec
     from edgebuild.execute.result import StageRun
     from edgebuild.plan.stage import Stage
     from edgebuild.report.model import SearchReport
@@ -41,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--target", action="append", default=None, metavar="NAME",
                        help="only this target and the stages it needs (repeatable; shell "
                             "globs like 'host-*')")
+
+    def with_tls(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tls-ca", type=Path, default=None, metavar="PEM",
+                       help="the CA that signs every member of the cluster (mutual TLS; "
+                            "default: Dask's distributed.comm.tls config)")
+        p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
+                       help="this machine's certificate, signed by --tls-ca")
+        p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
+                       help="its private key (if not in --tls-cert)")
+        p.add_argument("--insecure", action="store_true",
+                       help="allow plain tcp:// to another machine: anyone who reaches the "
+                            "scheduler can run code in every worker and in this process")
 
     def with_cache(p: argparse.ArgumentParser) -> None:
         p.add_argument("--cache-dir", type=Path, default=None,
@@ -77,8 +90,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="report.json of an earlier run: also time its artifacts against "
                         "these, interleaved, and gate on the regression")
     p.add_argument("--cluster", default=None, metavar="SPEC",
-                   help="run stages on Dask: local[:N] (a loopback cluster) or "
-                        "tcp://HOST:PORT (default: $EDGEBUILD_CLUSTER, else this machine)")
+                   help="run stages on Dask: local[:N] (a loopback cluster, TLS with a "
+                        "one-run certificate) or tls://HOST:PORT (default: "
+                        "$EDGEBUILD_CLUSTER, else this machine)")
+    with_tls(p)
     p.add_argument("--shared-cache", default=None, metavar="URL",
                    help="a store other machines share, any fsspec URL (a folder, sftp://, "
                         "s3://…): a local miss is fetched from it, a build is uploaded to it "
@@ -105,12 +120,13 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="join a Dask scheduler as a build worker, or as a "
                        "target's device (docs/distributed.md)")
-    p.add_argument("scheduler", help="the scheduler's address, tcp://HOST:PORT")
+    p.add_argument("scheduler", help="the scheduler's address, tls://HOST:PORT")
     p.add_argument("--target", default=None, metavar="PROFILE",
                    help="serve this target profile's device (its runs_on resource tag)")
     p.add_argument("--name", default=None, help="the worker's name in the cluster")
     p.add_argument("--nthreads", type=int, default=1,
                    help="tasks at once, for a build worker (a device worker runs one)")
+    with_tls(p)
 
     p = sub.add_parser("validate", help="check a recipe and its target profiles")
     p.add_argument("recipe", type=Path)
@@ -183,6 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild.plan.planner import build_plan, select_targets
     from edgebuild.run.summary import stage_summary
 
+    cluster = cluster_spec(args)
     ci = ci_mode(args.ci)
     if ci:
         # Stage workers inherit this: tqdm bars (NNCF's accuracy search, converters) would
@@ -195,7 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
         progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
-        cluster=args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None,
+        cluster=cluster,
         shared_cache=args.shared_cache or os.environ.get("EDGEBUILD_SHARED_CACHE") or None,
         shared_cache_trust=args.shared_cache_trust or [],
         shared_cache_key=args.shared_cache_key,
@@ -269,10 +286,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cluster_spec(args: argparse.Namespace) -> ClusterSpec | None:
+    """--cluster (or $EDGEBUILD_CLUSTER) with its TLS files, checked before anything runs:
+    a plain tcp:// to another machine is a usage error unless --insecure."""
+    text = args.cluster or os.environ.get("EDGEBUILD_CLUSTER") or None
+    tls_given = args.tls_ca or args.tls_cert or args.tls_key or args.insecure
+    if text is None:
+        if tls_given:
+            raise EdgebuildError("--tls-*/--insecure apply to --cluster, which is not given")
+        return None
+    from edgebuild.execute.cluster import ClusterSpec
+    from edgebuild.execute.security import TlsFiles
+
+    return ClusterSpec.parse(text, TlsFiles.from_args(args.tls_ca, args.tls_cert,
+                                                      args.tls_key), args.insecure)
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from edgebuild.execute.cluster import serve_worker
+    from edgebuild.execute.security import TlsFiles, check_address
     from edgebuild.recipe.loader import load_profiles, profile_dirs
 
+    tls = TlsFiles.from_args(args.tls_ca, args.tls_cert, args.tls_key)
+    check_address(args.scheduler, tls, args.insecure)  # before the profile's tools
     profile = None
     if args.target is not None:
         profiles = load_profiles(profile_dirs(Path.cwd() / "recipe.yaml"))
@@ -280,7 +316,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             raise EdgebuildError(f"no target profile named '{args.target}'",
                                  did_you_mean(args.target, profiles) or "see `edgebuild targets`")
         profile = profiles[args.target].profile
-    serve_worker(args.scheduler, profile, args.name, args.nthreads)
+    serve_worker(args.scheduler, profile, args.name, args.nthreads, tls, args.insecure)
     return ExitCode.OK
 
 

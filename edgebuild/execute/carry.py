@@ -16,10 +16,20 @@ they did on the client. A factory or dataset function named by module
 (`package.module:fn`) is not carried: the worker imports its own installed
 copy, and `expect_modules` lets it check that copy is the client's (same
 digest), so a version skew fails the stage instead of building something else.
+
+A `file.py:fn` travels with what it imports from beside it: the modules and
+packages of its own folder that it (or they, in turn) import, found by reading
+the source with `ast` (nothing of it runs on the client). They land beside it
+in the same carried folder, so the `Path(__file__).parent` the file puts on
+`sys.path` holds them on the worker as it does on the client:
+
+    models/train_fashion_mnist.py  (from fashion_mnist_cnn import build)
+      -> carried/hooks/train_fashion_mnist.py + carried/hooks/fashion_mnist_cnn.py
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +77,10 @@ class _Packer:
     def callable(self, ref: str, folder: str) -> str:
         module, attr = split_callable(ref)
         if module.endswith(".py"):
-            return f"{self.file(module, folder)}:{attr}"
+            carried = self.file(module, folder)
+            for rel, path in local_imports(resolve_file(module, self.base_dir)):
+                self.add(f"{CARRIED}/{folder}/{rel}", path)
+            return f"{carried}:{attr}"
         source = module_file(module, self.base_dir)
         if source is not None:
             real = source.resolve()
@@ -134,6 +147,46 @@ class _Packer:
         if model.get("factory") is not None:
             model["factory"] = self.callable(model["factory"], "model")
         return model
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Top-level names `path` imports absolutely (`import a.b`, `from a import b`: 'a')."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return set()  # the stage reports a broken file when it imports it
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def local_imports(source: Path) -> list[tuple[str, Path]]:
+    """(name relative to `source`'s folder, path) of each module or package beside `source`
+    that it imports, directly or through another one of them; read, never imported.
+
+    A sibling module `x.py` travels alone; a sibling package `x/` travels whole (its
+    own relative imports are its business). Sorted, so a task's file list is stable.
+    """
+    folder = source.resolve().parent
+    found: dict[str, Path] = {}
+    todo = [source.resolve()]
+    while todo:
+        for name in sorted(_imported_names(todo.pop())):
+            module, package = folder / f"{name}.py", folder / name
+            if module.is_file() and module.name not in found:
+                found[module.name] = module
+                todo.append(module)
+            elif (package / "__init__.py").is_file() and f"{name}/__init__.py" not in found:
+                for file in sorted(package.rglob("*.py")):
+                    if "__pycache__" not in file.parts:
+                        found[file.relative_to(folder).as_posix()] = file
+                        todo.append(file)
+    found.pop(source.name, None)
+    return sorted(found.items())
 
 
 def carry(spec: dict[str, Any], digests: dict[Path, str] | None = None) -> Carried:

@@ -31,6 +31,14 @@ from typing import Any
 
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.remote import Files
+from edgebuild.execute.security import (
+    NO_HTTP_ROUTES,
+    TlsFiles,
+    check_address,
+    client_security,
+    close_http,
+    worker_security,
+)
 from edgebuild.execute.task import StageTask, TaskOutcome
 
 CLUSTER_ENV = "EDGEBUILD_CLUSTER"
@@ -39,13 +47,19 @@ _LOCAL = re.compile(r"^local(?::(\d+))?$")
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """`local[:N]` (a loopback cluster of N worker processes) or a scheduler address."""
+    """`local[:N]` (a loopback cluster of N worker processes) or a scheduler address,
+    and how to talk to it (security.py): this machine's TLS files, or `insecure` for
+    plain tcp:// to another machine."""
 
-    address: str | None  # tcp://host:port; None: start a local cluster
+    address: str | None  # tls://host:port; None: start a local cluster
     workers: int = 2
+    tls: TlsFiles | None = None
+    insecure: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> ClusterSpec:
+    def parse(cls, text: str, tls: TlsFiles | None = None, insecure: bool = False
+              ) -> ClusterSpec:
+        """The spec, or a usage error (refused before anything connects)."""
         local = _LOCAL.match(text)
         if local:
             workers = int(local.group(1) or 2)
@@ -53,19 +67,44 @@ class ClusterSpec:
                 raise EdgebuildError(f"--cluster {text}: between 1 and 64 local workers")
             return cls(None, workers)
         if re.match(r"^(tcp|tls|ucx)://[^\s/]+:\d+$", text):
-            return cls(text)
+            check_address(text, tls, insecure)
+            return cls(text, tls=tls, insecure=insecure)
         raise EdgebuildError(f"--cluster {text!r}: not a cluster",
-                             "use local, local:N or a scheduler address tcp://HOST:PORT "
+                             "use local, local:N or a scheduler address tls://HOST:PORT "
                              f"(also ${CLUSTER_ENV})")
 
     def __str__(self) -> str:
         return self.address or f"local:{self.workers}"
 
 
+class _OneLine(logging.Filter):
+    """A Dask log record as one line: no traceback (a worker death logs 30 of them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info or record.stack_info or "\n" in str(record.msg):
+            text = record.getMessage().strip().splitlines()
+            extra = f": {record.exc_info[1]!r:.200}" if record.exc_info else ""
+            record.msg, record.args = (text[0] if text else "") + extra, ()
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+def one_line_logs() -> None:
+    """Dask's log handlers in this process print each record on one line."""
+    for handler in logging.getLogger("distributed").handlers:
+        if not any(isinstance(f, _OneLine) for f in handler.filters):
+            handler.addFilter(_OneLine())
+
+
 def quiet_dask() -> None:
-    """Dask logs every worker's life at INFO; a build log wants only problems."""
+    """Dask logs every worker's life at INFO; a build log wants only problems, one line
+    each."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     logging.getLogger("distributed").setLevel(logging.WARNING)
+    one_line_logs()
+
+
+RETRIES = 2  # a stage whose worker died runs again at most this often, elsewhere
 
 
 class DaskExecutor:
@@ -90,22 +129,41 @@ class DaskExecutor:
     def _start(self) -> Any:
         quiet_dask()
         try:
+            import dask
             from distributed import Client, LocalCluster
         except ImportError:
             raise EdgebuildError("--cluster needs Dask distributed",
                                  "pip install 'edgebuild[distributed]'") from None
         try:
             if self.spec.address is None:
-                # Loopback only: bound to 127.0.0.1, never the machine's external address.
-                self._cluster = LocalCluster(n_workers=self.spec.workers, threads_per_worker=1,
-                                             processes=True, host="127.0.0.1",
-                                             dashboard_address=None)
-                return Client(self._cluster)
-            return Client(self.spec.address, timeout=30)
+                from edgebuild.execute.taskdirs import remove_stale
+
+                remove_stale()
+                # Loopback only, TLS with a certificate made for this run (kept in memory:
+                # no other process can join), and no HTTP server at all.
+                with dask.config.set(NO_HTTP_ROUTES):
+                    self._cluster = LocalCluster(
+                        n_workers=self.spec.workers, threads_per_worker=1, processes=True,
+                        host="127.0.0.1", dashboard_address=None, security=True)
+                client = Client(self._cluster)
+                close_http(self._cluster, client)
+                return client
+            return Client(self.spec.address, timeout=30,
+                          security=client_security(self.spec.address, self.spec.tls))
+        except ImportError as exc:  # security=True needs `cryptography`
+            raise EdgebuildError(f"--cluster {self.spec}: {exc}",
+                                 "pip install 'edgebuild[distributed]'") from None
         except (OSError, TimeoutError) as exc:
-            raise EdgebuildError(f"cannot reach the Dask scheduler {self.spec}: {exc}",
-                                 "is `dask scheduler` running there, and the port open?"
+            raise EdgebuildError(f"cannot reach the Dask scheduler {self.spec}: "
+                                 f"{one_line(exc)}",
+                                 "is `dask scheduler` running there, the port open, and "
+                                 "this machine's certificate signed by the cluster's CA?"
                                  ) from None
+
+    @property
+    def scheduler_address(self) -> str:
+        """The address of the scheduler this run uses (connects first)."""
+        return str(self._connect().scheduler.address)
 
     def _workers(self) -> dict[str, Any]:
         info: dict[str, Any] = self._connect().scheduler_info(n_workers=-1)
@@ -152,11 +210,20 @@ class DaskExecutor:
             sent[dest] = (digest, future)
         return sent
 
+    def _forget_lost(self, files: Files) -> None:
+        """Drop the scattered copies a dead worker took with it, so the retry sends them
+        again (Dask forgets data whose only holder died: "already forgotten")."""
+        with self._lock:
+            for digest, future in files.values():
+                lost = getattr(future, "status", "finished") != "finished"
+                if lost and self._scattered.get(digest) is future:
+                    del self._scattered[digest]
+
     def _run(self, task: StageTask) -> TaskOutcome:
         from edgebuild.execute.carry import carry
-        from edgebuild.execute.remote import run_remote, task_files
+        from edgebuild.execute.remote import task_files
 
-        client = self._connect()
+        self._connect()
         started = time.time()
         if task.resource is not None:
             missing = self._wait_for_resource(task.resource)
@@ -165,31 +232,69 @@ class DaskExecutor:
                                    started, time.time())
         try:
             carried = carry(task.spec, self._digests)
-            files = self._send(task_files(carried.spec, carried.files))
-        except (OSError, EdgebuildError) as exc:
+            wanted = task_files(task.spec, carried.files)
+        except (EdgebuildError, OSError) as exc:
             return TaskOutcome({"status": "error", "message": f"cannot send the stage's files "
                                 f"to the cluster: {exc}"}, started, time.time())
+        failures: list[str] = []
+        for _attempt in range(RETRIES + 1):
+            try:
+                files = self._send(wanted)
+            except OSError as exc:
+                return TaskOutcome({"status": "error", "message": f"cannot send the stage's "
+                                    f"files to the cluster: {exc}"}, started, time.time())
+            try:
+                raw = self._submit(task, carried.spec, files, carried.expect_modules).result()
+            except Exception as exc:  # the worker died, or lost its connection
+                failures.append(f"{type(exc).__name__}: {one_line(exc)}")
+                self._forget_lost(files)
+                if self._client is None or self._client.status != "running":
+                    break
+                continue
+            return self._accept(task, raw, started, failures)
+        return TaskOutcome({"status": "error",
+                            "message": f"the Dask task failed {len(failures)} time(s), the "
+                                       f"last: {failures[-1]}",
+                            "hint": "workers died or lost their connection; the stage's "
+                                    "outputs were not kept"}, started, time.time())
+
+    def _submit(self, task: StageTask, spec: dict[str, Any], files: Files,
+                expect_modules: dict[str, str]) -> Any:
+        from edgebuild.execute.remote import run_remote
+
         resources = {task.resource: 1} if task.resource else None
-        future = client.submit(
-            run_remote, carried.spec, files, [task.resource] if task.resource else [],
-            carried.expect_modules, resources=resources, pure=False,
+        return self._connect().submit(
+            run_remote, spec, files, [task.resource] if task.resource else [],
+            expect_modules, resources=resources, pure=False,
             key=f"edgebuild-{re.sub(r'[^A-Za-z0-9_.@-]', '_', task.stage_id)}-"
                 f"{uuid.uuid4().hex[:8]}")
+
+    @staticmethod
+    def _accept(task: StageTask, raw: object, started: float,
+                failures: list[str]) -> TaskOutcome:
+        """The worker's reply, checked (returned.py) before anything of it is written."""
+        from edgebuild.execute.returned import RefusedReply, check_reply, write_reply
+
+        who = raw.get("worker") if isinstance(raw, dict) else None
+        who = who if isinstance(who, str) and who else "?"
         try:
-            done: dict[str, Any] = future.result()
-        except Exception as exc:  # the worker died, or the task could not be sent
-            return TaskOutcome({"status": "error",
-                                "message": f"the Dask task failed: {type(exc).__name__}: {exc}",
-                                "hint": "a worker died or lost its connection; the stage's "
-                                        "outputs were not kept"}, started, time.time())
-        task.log.parent.mkdir(parents=True, exist_ok=True)
-        task.log.write_text(done["log"])
-        out = Path(task.spec["out"])
-        for name, data in done["files"].items():
-            file = out / name
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_bytes(data)
-        return TaskOutcome(done["result"], started, time.time(), {"worker": done["worker"]})
+            reply, paths = check_reply(raw, Path(task.spec["out"]), one_line(who)[:80])
+            if failures:  # say in the stage's log that it ran again, and why
+                reply.log = "".join(f"edgebuild: ran again after the Dask task failed: {f}\n"
+                                    for f in failures) + reply.log
+            write_reply(reply, paths, task.log)
+        except RefusedReply as exc:
+            task.log.parent.mkdir(parents=True, exist_ok=True)
+            task.log.write_text(f"edgebuild: {exc.message}\n")  # none of the worker's text
+            return TaskOutcome({"status": "error", "message": exc.message, "hint": exc.hint},
+                               started, time.time())
+        except OSError as exc:
+            return TaskOutcome({"status": "error", "message": f"cannot write the outputs the "
+                                f"worker sent: {exc}"}, started, time.time())
+        extra: dict[str, Any] = {"worker": reply.worker}
+        if failures:
+            extra["retried"] = failures
+        return TaskOutcome(reply.result.model_dump(), started, time.time(), extra)
 
     def shutdown(self) -> None:
         if self._threads is not None:
@@ -199,10 +304,21 @@ class DaskExecutor:
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+            from edgebuild.execute.taskdirs import remove_stale
+
+            remove_stale()  # the folders of local workers killed during the run
+
+
+def one_line(exc: object) -> str:
+    """An exception's text on one line, at most 300 characters (Dask's may hold a
+    traceback)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def serve_worker(address: str, profile: Any | None, name: str | None = None,
-                 nthreads: int = 1) -> None:
+                 nthreads: int = 1, tls: TlsFiles | None = None,
+                 insecure: bool = False) -> None:
     """Join `address` as a Dask worker; with a target profile, as that target's device.
 
     A device worker holds the profile's resource tag with capacity 1 and runs one
@@ -216,6 +332,7 @@ def serve_worker(address: str, profile: Any | None, name: str | None = None,
     from edgebuild.core.profile import RunnerKind
     from edgebuild.registry import backend_class
 
+    check_address(address, tls, insecure)
     quiet_dask()
     resources: dict[str, float] = {}
     if profile is not None:
@@ -243,11 +360,26 @@ def serve_worker(address: str, profile: Any | None, name: str | None = None,
         raise EdgebuildError("`edgebuild worker` needs Dask distributed",
                              "pip install 'edgebuild[distributed]'") from None
 
+    import dask
+
+    from edgebuild.execute.taskdirs import remove_stale
+
+    remove_stale()
+
     async def serve() -> None:
-        async with Worker(address, nthreads=nthreads, resources=resources or None,
-                          name=name) as worker:
+        with dask.config.set(NO_HTTP_ROUTES):
+            worker = Worker(address, nthreads=nthreads, resources=resources or None,
+                            name=name, security=worker_security(address, tls))
+        async with worker:
+            if getattr(worker, "http_server", None) is not None:
+                worker.http_server.stop()
             print(f"edgebuild worker: {worker.address} joined {address} "
                   f"with resources {resources or 'none'}", flush=True)
             await worker.finished()
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except (OSError, TimeoutError) as exc:
+        raise EdgebuildError(f"cannot join the Dask scheduler {address}: {one_line(exc)}",
+                             "is it running, the port open, and this machine's certificate "
+                             "signed by the cluster's CA?") from None

@@ -15,7 +15,6 @@ digest and publish.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +53,12 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                expect_modules: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one stage on this (worker) machine; returns result, output files and log."""
     from edgebuild.execute.carry import check_modules
+    from edgebuild.execute.cluster import one_line_logs
     from edgebuild.execute.task import run_in_subprocess
+    from edgebuild.execute.taskdirs import new_task_folder
 
-    root = Path(tempfile.mkdtemp(prefix="edgebuild-task-"))
+    one_line_logs()
+    root = new_task_folder()  # removed below; a killed worker's, by the next task
     try:
         unpack(files, root)
         recipe_dir = root / "recipe"
@@ -74,7 +76,8 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
         spec["out"] = str(out)
         log = root / "stage.log"
         result = run_in_subprocess(spec, log, root / "scratch",
-                                   {WORKER_RESOURCES_ENV: ",".join(resources)})
+                                   {WORKER_RESOURCES_ENV: ",".join(resources)},
+                                   _nanny_env())
         outputs = {}
         if result.get("status") == "ok":
             outputs = {p.relative_to(out).as_posix(): p.read_bytes()
@@ -84,6 +87,21 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                 "worker": _worker_address()}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _nanny_env() -> tuple[str, ...]:
+    """The variables a Dask nanny sets in its worker (OMP_NUM_THREADS=1 and the like):
+    the stage gets the machine's own, as a local run does, not the worker's caps (one
+    thread changes what ONNX Runtime's optimizer writes, and every latency)."""
+    import os
+
+    try:
+        import dask
+
+        caps = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    except ImportError:
+        return ()
+    return tuple(k for k, v in caps.items() if os.environ.get(k) == str(v))
 
 
 def _worker_address() -> str:

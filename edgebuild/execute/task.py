@@ -79,15 +79,18 @@ def device_of(plan: Plan, stage: Stage) -> str:
 
 
 def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
-                      extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one stage in a fresh Python process; a crash becomes a failed result."""
+                      extra_env: dict[str, str] | None = None,
+                      drop_env: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run one stage in a fresh Python process; a crash becomes a failed result.
+    `drop_env`: variables of this process the stage must not inherit."""
     log.parent.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch, prefix="spec-") as folder:
         spec_path = Path(folder) / "spec.json"
         result_path = Path(folder) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        env = {**os.environ, **QUIET_ENV, PARENT_ENV: str(os.getpid()), **(extra_env or {})}
+        env = {**{k: v for k, v in os.environ.items() if k not in drop_env}, **QUIET_ENV,
+               PARENT_ENV: str(os.getpid()), **(extra_env or {})}
         with log.open("w") as handle:
             proc = subprocess.run(
                 [sys.executable, "-m", "edgebuild.execute.worker", str(spec_path),

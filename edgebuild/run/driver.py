@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from edgebuild.core.artifact import Artifact
+    from edgebuild.execute.cluster import ClusterSpec
     from edgebuild.execute.executor import StageExecutor
     from edgebuild.execute.result import ExecutionResult, Progress
     from edgebuild.execute.scheduler import Scheduler
@@ -57,9 +58,10 @@ class RunOptions:
     policy: FailurePolicy = FailurePolicy.FAIL_FAST
     progress: Progress | None = None  # called with ('start'|'end', stage or run)
     baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
-    # A Dask cluster to run stages on: "local[:N]" or "tcp://HOST:PORT"; None: this
-    # machine's worker processes ($EDGEBUILD_CLUSTER when the CLI does not say).
-    cluster: str | None = None
+    # A Dask cluster to run stages on: "local[:N]" or "tls://HOST:PORT" (or a parsed
+    # ClusterSpec with TLS files); None: this machine's worker processes
+    # ($EDGEBUILD_CLUSTER when the CLI does not say).
+    cluster: str | ClusterSpec | None = None
     resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
     targets: list[str] | None = None  # globs: build and gate only these targets
     shared_cache: str | None = None  # fsspec URL of a store other machines share
@@ -78,7 +80,9 @@ def make_executor(options: RunOptions, store: Store) -> StageExecutor:
     if options.cluster:
         from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
 
-        base = DaskExecutor(ClusterSpec.parse(options.cluster), options.resource_timeout_s)
+        spec = (options.cluster if isinstance(options.cluster, ClusterSpec)
+                else ClusterSpec.parse(options.cluster))
+        base = DaskExecutor(spec, options.resource_timeout_s)
     else:
         from edgebuild.execute.local import LocalExecutor
 

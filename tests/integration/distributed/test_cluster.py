@@ -50,7 +50,7 @@ def test_local_cluster_builds_what_a_local_run_builds(tiny_project: Callable[...
     assert by_cluster.keys() == by_local.keys()
     for sid, stage in by_cluster.items():
         assert stage["key"] == by_local[sid]["key"], sid  # same keys on either executor
-        assert stage["worker"].startswith("tcp://127.0.0.1:"), sid
+        assert stage["worker"].startswith("tls://127.0.0.1:"), sid  # TLS, loopback
         if stage["op"] not in ("measure-latency",):  # timings differ; everything else not
             assert stage["artifact_digest"] == by_local[sid]["artifact_digest"], sid
     verdicts = {(g["target"], g["gate"], g["status"])

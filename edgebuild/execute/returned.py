@@ -1,0 +1,86 @@
+"""What a remote worker (a Dask worker, an SSH board) sends back, checked before a byte
+of it is written on the client.
+
+A worker is not trusted (docs/security.md): its reply is a typed record, and every
+file name in it goes through `core.paths.confined` first. Any bad name refuses the
+whole reply, so a hostile worker cannot write outside the stage's own output
+folder, and a half-written output never reaches the store:
+
+    reply ── shape (WorkerReturn) ── every name confined to out/ ── write files, log
+              any failure: one-line stage error, nothing of the reply written
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBytes, StrictStr, ValidationError
+
+from edgebuild.core.paths import confined
+from edgebuild.errors import EdgebuildError
+
+
+class StageResult(BaseModel):
+    """The result record of `worker.run_stage` (or its error), as it crossed the wire."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "unmeasurable", "error"]
+    reason: StrictStr | None = None  # unmeasurable: why
+    message: StrictStr = ""  # error: what happened
+    hint: StrictStr = ""
+    main: StrictStr | None = None  # ok: the artifact's main file, a name inside out/
+    format: StrictStr | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class WorkerReturn(BaseModel):
+    """`remote.run_remote`'s reply: the stage's result, its output files by name, its log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: StageResult
+    files: dict[StrictStr, StrictBytes]
+    log: StrictStr
+    worker: StrictStr
+
+
+class RefusedReply(EdgebuildError):
+    """A worker's reply that is malformed or names a file outside the stage's folder."""
+
+
+def check_reply(raw: object, out: Path, who: str) -> tuple[WorkerReturn, dict[Path, bytes]]:
+    """The reply as a typed record and the path each output file goes to, or RefusedReply.
+
+    Nothing is written here: the caller writes only once every name has passed.
+    """
+    try:
+        reply = WorkerReturn.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the reply"
+        raise RefusedReply(f"refused the reply of worker {who}: malformed at {where} "
+                           f"({first['msg']})", "the worker runs another edgebuild version, "
+                           "or is not a worker you trust") from None
+    what = f"an output file name from worker {who}"
+    try:
+        paths = {confined(out, name, what): data for name, data in reply.files.items()}
+        if reply.result.status == "ok":
+            if reply.result.main is None or reply.result.format is None:
+                raise EdgebuildError(f"worker {who} reported success without a main file")
+            confined(out, reply.result.main, f"a main file name from worker {who}")
+    except EdgebuildError as exc:
+        raise RefusedReply(f"refused the reply of worker {who}: {exc.message}",
+                           "nothing it sent was written; is this a worker you trust?") from None
+    return reply, paths
+
+
+def write_reply(reply: WorkerReturn, paths: dict[Path, bytes], log: Path) -> None:
+    """Write a checked reply: its log, then its output files (all names confined)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(reply.log)
+    for path, data in paths.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
