@@ -159,8 +159,9 @@ class TensorRtBackend(Backend):
         installed (found, not imported)."""
         worker = f"edgebuild worker SCHEDULER --target {target.profile.name}"
         if not target.runs_here:
-            where = ("and run with --cluster tls://SCHEDULER:8786 (mutual TLS, docs/security.md)" if target.runs_on.kind.value
-                     == "dask" else f"(runs_on: {target.runs_on.kind.value})")
+            where = ("and run with --cluster tls://SCHEDULER:8786 (mutual TLS, docs/security.md)"
+                     if target.runs_on.kind.value == "dask"
+                     else f"(runs_on: {target.runs_on.kind.value})")
             return (f"not buildable here: TensorRT needs an NVIDIA GPU; start `{worker}` on the "
                     f"device {where} (docs/backends-tensorrt.md)")
         import importlib.util
