@@ -104,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
                    help="with --cluster: how long a device stage waits for a worker "
                         "holding its resource (default 60)")
+    p.add_argument("--stage-timeout", type=float, default=None, metavar="S",
+                   help="a stage still running after S seconds is killed and fails; on a "
+                        "cluster, a task with no reply by then (and 5 minutes more) fails "
+                        "too (default 21600: 6 hours)")
     with_cache(p)
 
     p = sub.add_parser("compare", help="compare the latency samples of two reports")
@@ -205,6 +209,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Stage workers inherit this: tqdm bars (NNCF's accuracy search, converters) would
         # fill the uploaded stage logs with carriage-return redraws.
         os.environ["TQDM_DISABLE"] = "1"
+    if args.stage_timeout is not None and not args.stage_timeout > 0:
+        raise EdgebuildError(f"--stage-timeout {args.stage_timeout:g}: a number of seconds > 0")
     loaded = api.load(args.recipe)
     only = select_targets(loaded, args.target) if args.target else None
     total = len(build_plan(loaded, only=only).graph)
@@ -216,7 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         shared_cache=args.shared_cache or os.environ.get("EDGEBUILD_SHARED_CACHE") or None,
         shared_cache_trust=args.shared_cache_trust or [],
         shared_cache_key=args.shared_cache_key,
-        resource_timeout_s=args.resource_timeout, targets=args.target)
+        resource_timeout_s=args.resource_timeout, targets=args.target,
+        **({} if args.stage_timeout is None else {"stage_timeout_s": args.stage_timeout}))
     report = api.run(loaded, options)
     out = args.out or Path("build") / report.recipe
     built = report.counts.get("built", 0)

@@ -12,6 +12,15 @@ capacity 1, so measurements on one device never overlap. Dask waits forever for 
 resource no worker has, so the executor waits at most `resource_timeout_s` for
 such a worker to join, then reports the stage as not measurable here.
 
+A build never hangs on a task either. The worker kills a stage still running after
+`stage_timeout_s` (--stage-timeout), and `run_remote` turns any failure of its own
+into a plain error reply; and the client waits for a reply at most that long plus
+`reply_grace_s`, for the failures no reply ever comes back from (an exception Dask
+cannot pickle used to leave `future.result()` waiting forever):
+
+    submit ── stage_timeout_s: the worker kills the stage ── + reply_grace_s: the
+              client stops waiting, fails the stage naming the worker, goes on
+
 The cluster is started (or connected to) on the first task: a fully cached run
 starts nothing.
 """
@@ -105,12 +114,18 @@ def quiet_dask() -> None:
 
 
 RETRIES = 2  # a stage whose worker died runs again at most this often, elsewhere
+STAGE_TIMEOUT_S = 6 * 3600.0  # --stage-timeout's default: no stage of ours takes hours
+REPLY_GRACE_S = 300.0  # beyond the stage's own timeout: queueing and sending outputs
 
 
 class DaskExecutor:
-    def __init__(self, spec: ClusterSpec, resource_timeout_s: float = 60.0) -> None:
+    def __init__(self, spec: ClusterSpec, resource_timeout_s: float = 60.0,
+                 stage_timeout_s: float = STAGE_TIMEOUT_S,
+                 reply_grace_s: float = REPLY_GRACE_S) -> None:
         self.spec = spec
         self.resource_timeout_s = resource_timeout_s
+        self.stage_timeout_s = stage_timeout_s
+        self.reply_grace_s = reply_grace_s
         self._client: Any = None
         self._cluster: Any = None
         self._threads: ThreadPoolExecutor | None = None
@@ -243,8 +258,16 @@ class DaskExecutor:
             except OSError as exc:
                 return TaskOutcome({"status": "error", "message": f"cannot send the stage's "
                                     f"files to the cluster: {exc}"}, started, time.time())
+            future = self._submit(task, carried.spec, files, carried.expect_modules)
+            wait, sent = self.stage_timeout_s + self.reply_grace_s, time.monotonic()
             try:
-                raw = self._submit(task, carried.spec, files, carried.expect_modules).result()
+                raw = future.result(timeout=wait)
+            except TimeoutError as exc:
+                if time.monotonic() - sent < wait:  # Dask's own timeout: a lost connection
+                    failures.append(f"{type(exc).__name__}: {one_line(exc)}")
+                    self._forget_lost(files)
+                    continue
+                return self._no_reply(future, wait, started)
             except Exception as exc:  # the worker died, or lost its connection
                 failures.append(f"{type(exc).__name__}: {one_line(exc)}")
                 self._forget_lost(files)
@@ -258,6 +281,38 @@ class DaskExecutor:
                             "hint": "workers died or lost their connection; the stage's "
                                     "outputs were not kept"}, started, time.time())
 
+    def _no_reply(self, future: Any, wait: float, started: float) -> TaskOutcome:
+        """The stage failed: no reply came within `wait` seconds. The task is let go (a
+        task stuck on a worker ends when the worker kills its stage)."""
+        who = self._who_ran(str(future.key))
+        try:
+            future.cancel()
+        except Exception:  # the client may be broken by now
+            logging.getLogger(__name__).debug("cannot cancel %s", future.key)
+        return TaskOutcome(
+            {"status": "error",
+             "message": f"no reply from worker {who} within {wait:g} s: the task is stuck, "
+                        "or failed in a way Dask could not send back",
+             "hint": "a stage that is only slow needs a larger --stage-timeout; the worker's "
+                     "log says what happened (docs/distributed.md)"}, started, time.time())
+
+    def _who_ran(self, key: str) -> str:
+        """The worker that announced it runs task `key` (remote.announce), or one the
+        scheduler says is running it, or '?'. A worker's word: one line, cut short."""
+        from edgebuild.execute.remote import TASK_EVENT
+
+        try:
+            client = self._connect()
+            for _, event in reversed(client.get_events(TASK_EVENT)):
+                if isinstance(event, dict) and event.get("key") == key:
+                    return one_line(event.get("worker"))[:80] or "?"
+            for worker, keys in client.processing().items():
+                if key in keys:
+                    return one_line(worker)[:80]
+        except Exception:  # naming the worker is a courtesy
+            return "?"
+        return "?"
+
     def _submit(self, task: StageTask, spec: dict[str, Any], files: Files,
                 expect_modules: dict[str, str]) -> Any:
         from edgebuild.execute.remote import run_remote
@@ -265,7 +320,7 @@ class DaskExecutor:
         resources = {task.resource: 1} if task.resource else None
         return self._connect().submit(
             run_remote, spec, files, [task.resource] if task.resource else [],
-            expect_modules, resources=resources, pure=False,
+            expect_modules, self.stage_timeout_s, resources=resources, pure=False,
             key=f"edgebuild-{re.sub(r'[^A-Za-z0-9_.@-]', '_', task.stage_id)}-"
                 f"{uuid.uuid4().hex[:8]}")
 

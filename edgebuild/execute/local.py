@@ -18,8 +18,10 @@ from edgebuild.execute.task import StageTask, TaskOutcome, run_in_subprocess
 
 
 class LocalExecutor:
-    def __init__(self, scratch: Path, locks: Path, jobs: int = 1) -> None:
+    def __init__(self, scratch: Path, locks: Path, jobs: int = 1,
+                 stage_timeout_s: float | None = None) -> None:
         self.scratch = scratch
+        self.stage_timeout_s = stage_timeout_s
         self.locks = locks
         self._slots = max(1, jobs)
         self._pool = ThreadPoolExecutor(max_workers=self._slots,
@@ -35,10 +37,12 @@ class LocalExecutor:
     def _run(self, task: StageTask) -> TaskOutcome:
         started = time.time()
         if task.device is None:
-            result = run_in_subprocess(task.spec, task.log, self.scratch)
+            result = run_in_subprocess(task.spec, task.log, self.scratch,
+                                       timeout_s=self.stage_timeout_s)
         else:
             with device_lock(self.locks, task.device):
-                result = run_in_subprocess(task.spec, task.log, self.scratch)
+                result = run_in_subprocess(task.spec, task.log, self.scratch,
+                                           timeout_s=self.stage_timeout_s)
         return TaskOutcome(result, started, time.time())
 
     def shutdown(self) -> None:

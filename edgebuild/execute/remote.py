@@ -14,7 +14,6 @@ digest and publish.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +48,47 @@ def unpack(files: Files, root: Path) -> None:
                                "client's)")
 
 
+TASK_EVENT = "edgebuild-task"  # Dask event topic: which worker runs which task
+
+
 def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
-               expect_modules: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one stage on this (worker) machine; returns result, output files and log."""
+               expect_modules: dict[str, str] | None = None,
+               timeout_s: float | None = None) -> dict[str, Any]:
+    """Run one stage on this (worker) machine; returns result, output files and log.
+
+    It never raises: an exception leaving a Dask task must be pickled back to the
+    client, and one that cannot be (a RecursionError's deep traceback, an exception
+    holding a lock) left the client waiting forever. Any failure here is a plain
+    error reply, in one line, naming this worker.
+    """
+    announce()
+    try:
+        return _run_remote(spec, files, resources, expect_modules or {}, timeout_s)
+    except Exception as exc:  # nothing may reach Dask's pickler
+        where = _worker_address() or "?"
+        return {"result": {"status": "error",
+                           "message": f"the task failed on worker {where}: {describe(exc)}",
+                           "hint": "the worker's own code failed, not the stage's; its "
+                                   "Dask log may say more"},
+                "files": {}, "log": "", "worker": where}
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: text` on one line, at most 300 characters, whatever the exception does."""
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # a __str__ that fails (or recurses)
+        text = "(its text cannot be shown)"
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
+                expect_modules: dict[str, str], timeout_s: float | None) -> dict[str, Any]:
     from edgebuild.execute.carry import check_modules
     from edgebuild.execute.cluster import one_line_logs
     from edgebuild.execute.task import run_in_subprocess
-    from edgebuild.execute.taskdirs import new_task_folder
+    from edgebuild.execute.taskdirs import new_task_folder, remove_tree
 
     one_line_logs()
     root = new_task_folder()  # removed below; a killed worker's, by the next task
@@ -63,7 +96,7 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
         unpack(files, root)
         recipe_dir = root / "recipe"
         recipe_dir.mkdir(exist_ok=True)
-        skew = check_modules(expect_modules or {}, recipe_dir)
+        skew = check_modules(expect_modules, recipe_dir)
         if skew:
             return {"result": {"status": "error", "message": skew,
                                "hint": "the worker imports its own installed packages"},
@@ -77,7 +110,7 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
         log = root / "stage.log"
         result = run_in_subprocess(spec, log, root / "scratch",
                                    {WORKER_RESOURCES_ENV: ",".join(resources)},
-                                   _nanny_env())
+                                   _nanny_env(), timeout_s, f" on worker {_worker_address()}")
         outputs = {}
         if result.get("status") == "ok":
             outputs = {p.relative_to(out).as_posix(): p.read_bytes()
@@ -86,7 +119,20 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                 "log": log.read_text(errors="replace") if log.is_file() else "",
                 "worker": _worker_address()}
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
+
+
+def announce() -> None:
+    """Tell the scheduler this worker runs the current task, so a client that never gets
+    the task's reply can still say where it ran (cluster.py)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        worker.log_event(TASK_EVENT, {"key": str(worker.get_current_task()),
+                                      "worker": str(worker.address)})
+    except (ImportError, ValueError, AttributeError):
+        pass  # not on a Dask worker (an SSH board, a test)
 
 
 def _nanny_env() -> tuple[str, ...]:

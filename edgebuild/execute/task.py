@@ -80,9 +80,12 @@ def device_of(plan: Plan, stage: Stage) -> str:
 
 def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
                       extra_env: dict[str, str] | None = None,
-                      drop_env: tuple[str, ...] = ()) -> dict[str, Any]:
+                      drop_env: tuple[str, ...] = (),
+                      timeout_s: float | None = None, where: str = "") -> dict[str, Any]:
     """Run one stage in a fresh Python process; a crash becomes a failed result.
-    `drop_env`: variables of this process the stage must not inherit."""
+    `drop_env`: variables of this process the stage must not inherit. A stage still
+    running after `timeout_s` is killed (SIGKILL) and fails, its message saying
+    `where` (" on worker …"): a build never hangs."""
     log.parent.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch, prefix="spec-") as folder:
@@ -92,12 +95,19 @@ def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
         env = {**{k: v for k, v in os.environ.items() if k not in drop_env}, **QUIET_ENV,
                PARENT_ENV: str(os.getpid()), **(extra_env or {})}
         with log.open("w") as handle:
-            proc = subprocess.run(
-                [sys.executable, "-m", "edgebuild.execute.worker", str(spec_path),
-                 str(result_path)],
-                stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                check=False,
-            )
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "edgebuild.execute.worker", str(spec_path),
+                     str(result_path)],
+                    stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=env, check=False, timeout=timeout_s,
+                )
+            except subprocess.TimeoutExpired:  # run() killed it
+                return {"status": "error",
+                        "message": f"the stage did not finish within {timeout_s:g} s"
+                                   f"{where}; its process was killed",
+                        "hint": "a stage that is only slow needs a larger --stage-timeout "
+                                "(docs/cli.md); the log shows how far it got"}
         if result_path.is_file():
             result: dict[str, Any] = json.loads(result_path.read_text())
             return result

@@ -15,9 +15,11 @@ not a symlink): another user of the machine cannot plant or read a task's files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -68,9 +70,26 @@ def remove_stale() -> int:
             continue
         now = _start_time(int(pid))
         if now is None or (now != "?" and started != "?" and now != started):
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             removed += 1
     return removed
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove `folder` and everything in it, never raising.
+
+    Python's `shutil.rmtree` recurses once per level (3.11): a stage that left a tree
+    a few thousand folders deep made it raise RecursionError, which on a Dask worker
+    is an exception Dask cannot send back. `rm -rf` walks any depth.
+    """
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    except RecursionError:
+        pass
+    with contextlib.suppress(OSError, subprocess.SubprocessError):  # else: remove_stale's
+        subprocess.run(["rm", "-rf", "--", str(folder)], check=False,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
 
 
 def new_task_folder() -> Path:

@@ -63,6 +63,9 @@ class RunOptions:
     # ($EDGEBUILD_CLUSTER when the CLI does not say).
     cluster: str | ClusterSpec | None = None
     resource_timeout_s: float = 60.0  # how long a device stage waits for its worker
+    # A stage still running after this is killed and fails (--stage-timeout); on a
+    # cluster, a task with no reply by then plus cluster.REPLY_GRACE_S fails too.
+    stage_timeout_s: float = 6 * 3600.0
     targets: list[str] | None = None  # globs: build and gate only these targets
     shared_cache: str | None = None  # fsspec URL of a store other machines share
     # Whose entries to accept: public-key files, or "any" (docs/distributed.md);
@@ -82,11 +85,12 @@ def make_executor(options: RunOptions, store: Store) -> StageExecutor:
 
         spec = (options.cluster if isinstance(options.cluster, ClusterSpec)
                 else ClusterSpec.parse(options.cluster))
-        base = DaskExecutor(spec, options.resource_timeout_s)
+        base = DaskExecutor(spec, options.resource_timeout_s, options.stage_timeout_s)
     else:
         from edgebuild.execute.local import LocalExecutor
 
-        base = LocalExecutor(store.tmp, store.root / "locks", options.jobs)
+        base = LocalExecutor(store.tmp, store.root / "locks", options.jobs,
+                             options.stage_timeout_s)
     # Local workers read this machine, as the driver does: it may answer "no device here"
     # itself. A cluster's workers may hold the device, so there the stage asks.
     return DeviceRouter(base, store.root / "locks", probe_here=not options.cluster)
