@@ -10,6 +10,7 @@ from edgebuild.core.digest import digest_json
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import DatasetSpec, IdxFiles, ImageFolder, NpzFile
 from edgebuild.recipe.files import module_file, resolve_file, split_callable
+from edgebuild.recipe.siblings import local_imports
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ def _files_of(spec: DatasetSpec, base_dir: Path) -> list[tuple[str, Path]]:
         module, _ = split_callable(spec.function)
         source = module_file(module, base_dir)
         paths = [source] if source is not None else []
+        if source is not None and module.endswith(".py"):  # and what it imports beside it
+            return [(source.name, source)] + [(f"imports/{rel}", path)
+                                               for rel, path in local_imports(source)]
     return [(p.name, p) for p in paths]
 
 

@@ -29,7 +29,6 @@ in the same carried folder, so the `Path(__file__).parent` the file puts on
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from edgebuild.core.digest import digest_file
 from edgebuild.errors import EdgebuildError
 from edgebuild.recipe.common import PackageFile
 from edgebuild.recipe.files import module_file, resolve_file, split_callable
+from edgebuild.recipe.siblings import local_imports
 
 CARRIED = "carried"
 
@@ -147,46 +147,6 @@ class _Packer:
         if model.get("factory") is not None:
             model["factory"] = self.callable(model["factory"], "model")
         return model
-
-
-def _imported_names(path: Path) -> set[str]:
-    """Top-level names `path` imports absolutely (`import a.b`, `from a import b`: 'a')."""
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return set()  # the stage reports a broken file when it imports it
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.partition(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.partition(".")[0])
-    return names
-
-
-def local_imports(source: Path) -> list[tuple[str, Path]]:
-    """(name relative to `source`'s folder, path) of each module or package beside `source`
-    that it imports, directly or through another one of them; read, never imported.
-
-    A sibling module `x.py` travels alone; a sibling package `x/` travels whole (its
-    own relative imports are its business). Sorted, so a task's file list is stable.
-    """
-    folder = source.resolve().parent
-    found: dict[str, Path] = {}
-    todo = [source.resolve()]
-    while todo:
-        for name in sorted(_imported_names(todo.pop())):
-            module, package = folder / f"{name}.py", folder / name
-            if module.is_file() and module.name not in found:
-                found[module.name] = module
-                todo.append(module)
-            elif (package / "__init__.py").is_file() and f"{name}/__init__.py" not in found:
-                for file in sorted(package.rglob("*.py")):
-                    if "__pycache__" not in file.parts:
-                        found[file.relative_to(folder).as_posix()] = file
-                        todo.append(file)
-    found.pop(source.name, None)
-    return sorted(found.items())
 
 
 def carry(spec: dict[str, Any], digests: dict[Path, str] | None = None) -> Carried:

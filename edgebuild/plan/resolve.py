@@ -23,6 +23,7 @@ from edgebuild.errors import DataError, EdgebuildError, Location
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.files import module_file, resolve_file, split_callable
+from edgebuild.recipe.siblings import local_imports
 from edgebuild.registry import backend_class, load_op
 
 
@@ -64,6 +65,8 @@ class KeyResolver:
                     self._where("model", "factory")) from None
             if source is not None:
                 files["factory"] = source
+                if module.endswith(".py"):  # what it imports from beside it runs too
+                    files.update({f"factory/{rel}": path for rel, path in local_imports(source)})
         for role, path in files.items():
             if not path.is_file():
                 raise DataError(f"model.{role}: file {path} not found",
@@ -128,7 +131,8 @@ class KeyResolver:
 
     def _callables(self, stage: Stage, names: tuple[str, ...]) -> dict[str, str]:
         """param -> digest of the source file of the function it names (a module of an
-        installed package too: its code is what runs)."""
+        installed package too: its code is what runs); `param/sibling.py` -> digest of
+        each module a `file.py` imports from its own folder (recipe/siblings.py)."""
         found = {}
         for name in names:
             ref = stage.params.get(name)
@@ -146,6 +150,9 @@ class KeyResolver:
                 raise DataError(f"{stage.op}.{name} '{ref}': file {source} not found",
                                 "paths are relative to the recipe file")
             found[name] = self.stats.digest(source)
+            if split_callable(ref)[0].endswith(".py"):
+                found.update({f"{name}/{rel}": self.stats.digest(path)
+                              for rel, path in local_imports(source)})
         return found
 
     @staticmethod
