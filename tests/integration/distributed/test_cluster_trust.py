@@ -67,8 +67,8 @@ honest = getattr(remote, "honest_run_remote", remote.run_remote)  # Dask preload
 remote.honest_run_remote = honest
 
 
-def run_remote(spec, files, resources, expect_modules=None):
-    done = honest(spec, files, resources, expect_modules)
+def run_remote(spec, files, resources, expect_modules=None, timeout_s=None):
+    done = honest(spec, files, resources, expect_modules, timeout_s)
     mode, target = os.environ["ROGUE_MODE"], os.environ["ROGUE_TARGET"]
     if mode == "absolute":
         done["files"][target] = b"written by a rogue worker"
