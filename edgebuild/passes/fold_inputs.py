@@ -41,6 +41,8 @@ CONTROL_FLOW = ("If", "Loop")
 
 
 class FoldParams(BaseModel):
+    """Which declared-constant inputs to bind, and how the result is folded and checked."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     inputs: list[str] = Field(
