@@ -85,6 +85,14 @@ class Runner(ABC):
                          "keep the dimension dynamic in the artifact, or remove this size "
                          "from `shapes:`")
 
+    def fed(self, feeds: dict[str, np.ndarray],
+            constants: set[str]) -> dict[str, np.ndarray]:
+        """`feeds` without the declared-constant inputs (`constants`) this model does not
+        have: timing a `fold-inputs` build beside one that still takes them, one set of
+        feeds serves both."""
+        have = self.input_metadata()
+        return {k: v for k, v in feeds.items() if k in have or k not in constants}
+
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once. Checks that input names, ranks and dtypes match the model."""
         self._require_active()

@@ -38,11 +38,16 @@ class NoParams(BaseModel):
 @dataclass(frozen=True)
 class IoSpec:
     """The recipe's declared model inputs (name, shape, dtype, dynamic_axes), outputs and
-    shape profiles (`shapes:`, resolved by edgebuild.core.shapes.io_profiles)."""
+    shape profiles (`shapes:`, resolved by edgebuild.core.shapes.io_profiles).
+
+    `folded`: the declarations of the inputs an upstream stage bound into the graph as
+    constants (`fold-inputs`, each with its `value`); they are no longer in `inputs`, so
+    nothing feeds them."""
 
     inputs: list[dict[str, Any]]
     outputs: list[str]
     shapes: dict[str, dict[str, int]] = field(default_factory=dict)
+    folded: list[dict[str, Any]] = field(default_factory=list)
 
 
 _UNDECLARED_HINT = ("a params field that names a recipe dataset must be typed DatasetRef "
@@ -137,6 +142,12 @@ class Op(ABC):
     def datasets(self, params: BaseModel, target: Target | None) -> tuple[str, ...]:
         """The recipe datasets this stage reads: every DatasetRef in its params."""
         return dataset_names(params)
+
+    def binds_inputs(self, params: BaseModel) -> tuple[str, ...]:
+        """Model inputs this stage binds into its output graph as constants (`fold-inputs`):
+        the planner tells every later stage of the chain that the model no longer has
+        them, so no runner, dataset or latency feed gives them."""
+        return ()
 
     @abstractmethod
     def run(self, ctx: StageContext, params: Any) -> OpResult:

@@ -314,3 +314,23 @@ def as_declared(samples: Samples, tensors: list[dict[str, Any]]) -> Samples:
             inputs[name] = np.full([count, *shape], tensor["value"], dtype=tensor["dtype"])
     unbatched = frozenset(t["name"] for t in tensors if t.get("batch_axis", 0) is None)
     return Samples(inputs, samples.labels, samples.names, samples.boxes, unbatched)
+
+
+def without_folded(samples: Samples, folded: dict[str, Any], name: str) -> Samples:
+    """The samples without the inputs a `fold-inputs` stage bound into the graph: the
+    model no longer has them. A dataset that gives one must give the value bound, or
+    the build would be evaluated on data it can no longer take."""
+    given = [n for n in folded if n in samples.inputs]
+    if not given:
+        return samples
+    for input_name in given:
+        values = np.unique(samples.inputs[input_name])
+        if values.size != 1 or values[0] != folded[input_name]:
+            shown = ", ".join(str(v) for v in values[:5])
+            raise DataError(f"dataset '{name}' gives input '{input_name}' the value(s) "
+                            f"{shown}, but `fold-inputs` bound it to {folded[input_name]}",
+                            f"the build computes with {input_name} = {folded[input_name]} "
+                            "only: evaluate it on data at that value, or do not fold the "
+                            "input for this target")
+    kept = {k: v for k, v in samples.inputs.items() if k not in folded}
+    return Samples(kept, samples.labels, samples.names, samples.boxes, samples.unbatched)

@@ -40,7 +40,7 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
     params = op.Params.model_validate(spec["params"])
     target = spec.get("target")
     io = IoSpec(inputs=spec["io"]["inputs"], outputs=spec["io"]["outputs"],
-                shapes=spec["io"].get("shapes", {}))
+                shapes=spec["io"].get("shapes", {}), folded=spec["io"].get("folded", []))
     recipe_dir = Path(spec["recipe_dir"])
     ctx = StageContext(
         stage_id=spec["stage_id"],
@@ -92,11 +92,17 @@ def _loader(name: str, data: dict[str, Any], recipe_dir: Path,
     def load() -> Samples:
         from pydantic import TypeAdapter
 
-        from edgebuild.data.loaders import as_declared, check_matches_inputs, load_dataset
+        from edgebuild.data.loaders import (
+            as_declared,
+            check_matches_inputs,
+            load_dataset,
+            without_folded,
+        )
         from edgebuild.recipe.datasets import DatasetSpec
 
         spec: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(data)
         samples = load_dataset(spec, recipe_dir, [t["name"] for t in io.inputs], name)
+        samples = without_folded(samples, {t["name"]: t["value"] for t in io.folded}, name)
         check_matches_inputs(samples, io.inputs, name)
         return as_declared(samples, io.inputs)
 

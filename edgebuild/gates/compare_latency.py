@@ -62,19 +62,26 @@ class CompareLatency(InterleavedTiming):
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
             for profile, shapes in io_profiles(ctx.io).items():
-                (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+                # Either build may have folded a declared constant the other still takes.
+                (every,) = sample_inputs([*ctx.io.inputs, *ctx.io.folded], seed=0, count=1,
+                                         shapes=shapes)
+                constants = {t["name"] for t in [*ctx.io.inputs, *ctx.io.folded]
+                             if t.get("value") is not None}
                 produced = []
                 try:
                     for runner in (base_runner, head_runner):
                         runner.reshape(shapes)
-                        produced.append(shapes_of(runner.infer(feeds)))
+                        produced.append(shapes_of(runner.infer(runner.fed(every, constants))))
                 except Exception:
                     if not ctx.io.shapes:
                         raise
                     rows[profile] = refused(shapes)
                     continue
-                base, head = time_pair(lambda: base_runner.infer(feeds),  # noqa: B023
-                                       lambda: head_runner.infer(feeds), settings)  # noqa: B023
+                base_feeds = base_runner.fed(every, constants)
+                head_feeds = head_runner.fed(every, constants)
+                base, head = time_pair(lambda: base_runner.infer(base_feeds),  # noqa: B023
+                                       lambda: head_runner.infer(head_feeds),  # noqa: B023
+                                       settings)
                 suffix = f"-{profile}" if ctx.io.shapes else ""
                 np.save(ctx.out / f"baseline_ms{suffix}.npy", base)
                 np.save(ctx.out / f"candidate_ms{suffix}.npy", head)

@@ -86,9 +86,12 @@ class Select(InterleavedTiming):
                     ctx.input(candidate.name), info, candidate.measure.get("threads"))))
             for profile, shapes in io_profiles(ctx.io).items():
                 (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+                # A candidate that folded a declared constant (`fold-inputs`) is not fed it.
+                constants = {t["name"] for t in ctx.io.inputs if t.get("value") is not None}
                 for runner in runners:  # each passed its latency gate at every profile
                     runner.reshape(shapes)
-                timed[profile] = time_blocks([_bind(r, feeds) for r in runners], settings)
+                timed[profile] = time_blocks([_bind(r, r.fed(feeds, constants))
+                                              for r in runners], settings)
                 suffix = f"-{profile}" if ctx.io.shapes else ""
                 np.save(ctx.out / f"blocks_ms{suffix}.npy", timed[profile])
         ranking = rank(timed if ctx.io.shapes else timed[EXAMPLE],

@@ -152,6 +152,30 @@ class _Chain:
         self.fmt = fmt
         self.producer = "the model source"
         self.ids: list[str] = [source] if source else []
+        self.folded: tuple[str, ...] = ()  # inputs a stage of the chain bound into the graph
+
+    def folding(self) -> dict[str, Any]:
+        """The flag every stage after a `fold-inputs` carries (none before one)."""
+        return {"folded": self.folded} if self.folded else {}
+
+    def _bind(self, op_name: str, bound: tuple[str, ...]) -> None:
+        """Record inputs `op_name` binds; each must be a declared input with a `value:`."""
+        declared = {t.name: t for t in self.b.loaded.recipe.inputs}
+        for name in bound:
+            if name not in declared:
+                raise PlanError(f"target '{self.target}': '{op_name}' binds input '{name}', "
+                                "which the recipe does not declare",
+                                did_you_mean(name, declared) or
+                                f"declared inputs: {', '.join(declared)}")
+            if declared[name].value is None:
+                raise PlanError(f"target '{self.target}': '{op_name}' binds input '{name}', "
+                                "which declares no `value:`",
+                                f"declare the value the app always feeds, e.g. `{{name: "
+                                f"{name}, ..., value: 16000}}`: only a constant can be folded")
+            if name in self.folded:
+                raise PlanError(f"target '{self.target}': input '{name}' is bound twice",
+                                f"an earlier '{op_name}' of this chain bound it already")
+        self.folded = tuple(sorted({*self.folded, *bound}))
 
     def _mismatch(self, consumer: str, accepts: tuple[str, ...]) -> PlanError:
         return PlanError(
@@ -192,9 +216,12 @@ class _Chain:
         self.current = self.b.add(op_name, validated, inputs,
                                   self.target if op.target_specific else None, self.label,
                                   uses_source=self.current is None or op.reads_source,
-                                  implicit=implicit, **flags)
+                                  implicit=implicit, **flags, **self.folding())
         self.ids.append(self.current)
         self.fmt, self.producer = op.produces, op_name
+        bound = op().binds_inputs(op.Params.model_validate(validated))
+        if bound:
+            self._bind(op_name, bound)
 
 
 def select_targets(loaded: LoadedRecipe, patterns: list[str]) -> list[str]:
@@ -230,10 +257,13 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
     for name, stages in plan.targets.items():
         gate = recipe.targets[name].gates.speedup
         if gate is not None:
+            runs = stages.device_build or stages.compiled
+            folded: dict[str, Any] = ({"folded": plan.stage(runs).folded}
+                                      if plan.stage(runs).folded else {})
             stages.speedup = b.add(
                 "compare-speed", {"over": gate.over},
-                {"model": stages.device_build or stages.compiled,
-                 "baseline": _build_of(b, gate.over, source, from_torch)}, name, measures=True)
+                {"model": runs, "baseline": _build_of(b, gate.over, source, from_torch)},
+                name, measures=True, **folded)
     return plan
 
 
@@ -312,22 +342,25 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     inputs = {"model": chain.current} if chain.current else {}
     # The datasets the backend's options name (a calibration set) are found by
     # Compile.datasets, like any op's; a backend taking PyTorch reads the source.
-    compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None)
+    folded = chain.folding()  # what runs the build is told the inputs it no longer has
+    compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None, **folded)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
     runs = compiled  # what latency times: the compiled artifact, or the device's build of it
     if backend.builds_on_device:
-        runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name)
+        runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name,
+                                           **folded)
     for dataset in gates.accuracy_datasets:  # each inferred once, whatever checks it
         stages.references[dataset] = b.add("reference", {"dataset": dataset},
                                            {"model": source} if source else {},
                                            uses_source=True)
         stages.infers[dataset] = b.add("infer", {"dataset": dataset}, {"model": compiled},
-                                       name, measures=True)
+                                       name, measures=True, **folded)
     if gates.latency is not None or always_latency:
-        stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True)
+        stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True,
+                               **folded)
         if baseline is not None:
             stages.compare = b.add("compare-latency", baseline, {"model": runs}, name,
-                                   measures=True)
+                                   measures=True, **folded)
     return stages
 
 

@@ -22,11 +22,18 @@ class Stage:
     # A shape-fixing stage shared by targets built at this profile (their `shapes:`
     # lists it first); the stage sees it as the inputs' example shapes.
     build_profile: str | None = None
+    # Inputs an upstream stage of its chain bound into the graph (`fold-inputs`).
+    folded: tuple[str, ...] = ()
 
     def io_declarations(self, recipe: Any) -> dict[str, Any]:
         """The inputs, outputs and shape profiles this stage is told about (a Recipe's
-        io_declarations, for its target or its build profile)."""
+        io_declarations, for its target or its build profile); the declarations of the
+        inputs its chain folded into the graph move from `inputs` to `folded`."""
         declared: dict[str, Any] = recipe.io_declarations(self.target, self.build_profile)
+        if self.folded:
+            inputs = declared["inputs"]
+            declared["inputs"] = [t for t in inputs if t["name"] not in self.folded]
+            declared["folded"] = [t for t in inputs if t["name"] in self.folded]
         return declared
 
     @property

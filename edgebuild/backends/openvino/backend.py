@@ -109,7 +109,10 @@ class OpenVinoBackend(Backend):
             from edgebuild.customops.openvino import convert_kwargs
 
             # A custom node is mapped onto OpenVINO ops here, by the recipe's conversion.
-            ov_model = ov.convert_model(str(model.main), **convert_kwargs(model.main))
+            try:
+                ov_model = ov.convert_model(str(model.main), **convert_kwargs(model.main))
+            except Exception as exc:
+                raise _conversion_error(exc, model.main, ctx.io.inputs) from exc
             ir.name_outputs(ov_model, ir.onnx_output_names(model.main))
             quantization = ir.onnx_quantization(model.main)
         else:  # an IR from `openvino-quantize`: its outputs are named already
@@ -165,6 +168,29 @@ class OpenVinoBackend(Backend):
                 "host_device": str(core.get_property(device, "FULL_DEVICE_NAME")),
                 "effective_inference_precision": str(effective),
                 "runtime_precisions": ir.runtime_precisions(compiled)}
+
+
+def _conversion_error(exc: Exception, source: Path,
+                      declared: list[dict[str, Any]]) -> Exception:
+    """A StageError with a hint when the graph has control flow only declared constants
+    decide (`fold-inputs` removes it); else the converter's exception as it was."""
+    from edgebuild.passes.fold_inputs import fold_hint
+
+    try:
+        hint = fold_hint(source, declared)
+    except Exception:  # a hint is a courtesy: never hide the converter's error behind one
+        hint = ""
+    if not hint:
+        return exc
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    failed = next((line.removeprefix("-- ") for line in lines
+                   if line.startswith("-- Conversion is failed for")), "")
+    node = next((line for line in lines if line.startswith("While validating")), "")
+    reason = next((line for line in lines[lines.index(node) + 1:]
+                   if not line.startswith(("Check '", "FrontEnd API"))), "") if node else ""
+    said = f"{node} {reason}".strip() or (lines[0] if lines else repr(exc))
+    return StageError(f"OpenVINO could not convert the model{f' ({failed})' if failed else ''}: "
+                      f"{said}", hint)
 
 
 def runtime_config(options: OpenVinoOptions, threads: int | None) -> dict[str, Any]:

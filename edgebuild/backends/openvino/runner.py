@@ -77,8 +77,12 @@ class OpenVinoRunner(Runner):
             for port in compiled.inputs
         }
         self._share_inputs = all(port.get_partial_shape().is_static for port in compiled.inputs)
-        # Outputs in model order: the gates compare the first one.
-        self._outputs = [(port, port.get_any_name()) for port in compiled.outputs]
+        # Outputs in model order: the gates compare the first one. Named as the IR names
+        # them (compile gave each exactly its ONNX name): the CPU plugin may merge an
+        # output with the tensor before it (an Unsqueeze fused away) and then
+        # `get_any_name()` on the compiled port can answer with the internal name.
+        self._outputs = [(port, declared.get_any_name())
+                         for port, declared in zip(compiled.outputs, model.outputs, strict=True)]
 
     def _input_metadata(self) -> TensorMeta:
         return self._inputs

@@ -139,7 +139,10 @@ class QnnBackend(Backend):
             session(model, options.provider_options(), cpu_fallback=True,
                     context_file=context)
         except Exception as exc:  # the EP's own message; there is no partition to read
-            raise StageError(f"QNN could not compile the model: {exc}") from None
+            from edgebuild.passes.fold_inputs import with_fold_hint
+
+            raise with_fold_hint(StageError(f"QNN could not compile the model: {exc}"),
+                                 model, ctx.io.inputs) from None
         if not context.is_file():  # no EPContext at all: not one node went to the HTP
             raise StageError("the HTP took no node of the model",
                              "unsupported dtypes or dynamic shapes are the usual cause")

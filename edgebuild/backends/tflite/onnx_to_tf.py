@@ -100,9 +100,14 @@ class OnnxToTf(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import onnx
 
+        from edgebuild.passes.fold_inputs import with_fold_hint
+
         source = ctx.input().main
         model = onnx.load(str(source))
-        check_convertible(model)
+        try:
+            check_convertible(model)
+        except StageError as exc:  # an `If` on a declared constant: fold-inputs removes it
+            raise with_fold_hint(exc, model, ctx.io.inputs) from None
         inputs = [i.name for i in model.graph.input]
         pinned = pinned_shapes(model, ctx.io.inputs, "a TFLite model")
         saved_model = ctx.out / "saved_model"
@@ -111,7 +116,7 @@ class OnnxToTf(Op):
         log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned, keep_onnx=ctx.out)
         seconds = time.perf_counter() - started
         if not (saved_model / "saved_model.pb").is_file():
-            raise conversion_error(model, log)
+            raise with_fold_hint(conversion_error(model, log), model, ctx.io.inputs)
         (ctx.out / "onnx2tf.log").write_text(log)
         return OpResult(
             main="saved_model/saved_model.pb", format="tf-savedmodel",
