@@ -7,6 +7,7 @@ is only valid when the target *is* this machine (docs/backends.md).
 
 from __future__ import annotations
 
+import re
 import shutil
 from enum import StrEnum
 from pathlib import Path
@@ -66,6 +67,35 @@ def session_options(options: OrtOptions, threads: int | None) -> Any:
     return so
 
 
+_INSERTED = re.compile(r"^(?P<op>[A-Za-z]+)(?:_token_\d+)?$")
+
+
+def name_inserted_nodes(path: Path) -> None:
+    """Name the nodes ONNX Runtime's optimizer inserts by their place in the graph.
+
+    Its layout transformer names them `ReorderOutput`, `ReorderOutput_token_4`, … in an
+    order that varies between runs of the same session (seen: two ReorderOutput nodes
+    swapping names between a local and a cluster build), so the saved model — and the
+    stage's digest — would not be a function of its key. A node named after its own op
+    type (plus ORT's `_token_N`) becomes `<op>_ort_<k>`, k counting in graph order.
+    """
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    counts: dict[str, int] = {}
+    changed = False
+    for node in model.graph.node:
+        match = _INSERTED.match(node.name)
+        if match is None or match["op"] != node.op_type:
+            continue
+        k = counts.get(node.op_type, 0)
+        counts[node.op_type] = k + 1
+        node.name = f"{node.op_type}_ort_{k}"
+        changed = True
+    if changed:
+        onnx.save(model, str(path))
+
+
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     summary = "ONNX Runtime (CPU execution provider)"
@@ -74,6 +104,7 @@ class OnnxRuntimeBackend(Backend):
     produces = "onnx"
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
+    version = 2  # 2: ORT-inserted nodes named by their place (a deterministic digest)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnxruntime as ort
@@ -98,6 +129,7 @@ class OnnxRuntimeBackend(Backend):
         else:
             # With the custom ops' kernels: ONNX Runtime refuses a node it has none for.
             save_optimized(so, model.main, destination, options.execution_providers)
+            name_inserted_nodes(destination)
         return OpResult(
             main="model.onnx", format="onnx",
             metadata={

@@ -12,6 +12,16 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def dask_logging_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process executor quiets Dask through the environment (quiet_dask): undo it
+    after each test, so a later test's worker subprocess still logs when it joins."""
+    import os
+
+    monkeypatch.setenv("DASK_LOGGING__DISTRIBUTED",
+                       os.environ.get("DASK_LOGGING__DISTRIBUTED", "info"))
+
+
 @pytest.fixture
 def scheduler(tmp_path: Path) -> Iterator[str]:
     """A real Dask scheduler on loopback, as a build farm would run it."""

@@ -3,6 +3,7 @@ has no TensorRT: the build stage lands on it and says what is missing there."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -40,7 +41,10 @@ def test_engine_stage_goes_to_the_tagged_worker_and_names_what_it_lacks(
     worker = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nthreads", "1",
          "--resources", "jetson-orin=1", "--name", "jetson", "--no-dashboard"],
-        cwd=recipe.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=recipe.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # Its INFO lines say when it joined, whatever an earlier in-process executor set
+        # (execute/cluster.py: quiet_dask quiets Dask through the environment).
+        env={**os.environ, "DASK_LOGGING__DISTRIBUTED": "info"})
     assert worker.stdout is not None
     for line in worker.stdout:
         if "Registered to" in line or "Starting established connection" in line:
