@@ -114,6 +114,11 @@ def quiet_dask() -> None:
 
 
 RETRIES = 2  # a stage whose worker died runs again at most this often, elsewhere
+WORKER_RETURN_S = 60.0  # how long a retry waits for a worker after all of them died
+
+
+class _SendFailed(Exception):
+    """Scattering a stage's files failed on the cluster's side (not reading them)."""
 STAGE_TIMEOUT_S = 6 * 3600.0  # --stage-timeout's default: no stage of ours takes hours
 REPLY_GRACE_S = 300.0  # beyond the stage's own timeout: queueing and sending outputs
 
@@ -219,11 +224,27 @@ class DaskExecutor:
             with self._lock:
                 future = self._scattered.get(digest)
             if future is None:
-                future = self._connect().scatter(path.read_bytes(), hash=True)
+                data = path.read_bytes()
+                try:
+                    future = self._connect().scatter(data, hash=True)
+                except Exception as exc:  # every worker died while it was being sent
+                    raise _SendFailed(f"{type(exc).__name__}: {one_line(exc)}") from exc
                 with self._lock:
                     future = self._scattered.setdefault(digest, future)
             sent[dest] = (digest, future)
         return sent
+
+    def _await_workers(self) -> bool:
+        """Whether a worker is there to take the retry: a nanny restarts a killed one
+        within seconds; a client that lost its scheduler cannot retry at all."""
+        client = self._client
+        if client is None or client.status != "running":
+            return False
+        try:
+            client.wait_for_workers(1, timeout=WORKER_RETURN_S)
+        except Exception:  # none came back (Dask's TimeoutError), or the client broke
+            return False
+        return True
 
     def _forget_lost(self, files: Files) -> None:
         """Drop the scattered copies a dead worker took with it, so the retry sends them
@@ -252,9 +273,16 @@ class DaskExecutor:
             return TaskOutcome({"status": "error", "message": f"cannot send the stage's files "
                                 f"to the cluster: {exc}"}, started, time.time())
         failures: list[str] = []
-        for _attempt in range(RETRIES + 1):
+        sends = 0
+        while len(failures) - sends <= RETRIES:
             try:
                 files = self._send(wanted)
+            except _SendFailed as exc:  # the workers died under it: wait for their restart
+                failures.append(f"cannot send the stage's files: {exc}")
+                sends += 1
+                if sends > RETRIES or not self._await_workers():
+                    break
+                continue
             except OSError as exc:
                 return TaskOutcome({"status": "error", "message": f"cannot send the stage's "
                                     f"files to the cluster: {exc}"}, started, time.time())
@@ -271,7 +299,7 @@ class DaskExecutor:
             except Exception as exc:  # the worker died, or lost its connection
                 failures.append(f"{type(exc).__name__}: {one_line(exc)}")
                 self._forget_lost(files)
-                if self._client is None or self._client.status != "running":
+                if not self._await_workers():
                     break
                 continue
             return self._accept(task, raw, started, failures)
