@@ -92,3 +92,38 @@ def test_killed_workers_stage_runs_again_with_its_inputs_sent_again(
         assert store.lookup(key) is not None, key
     left = [f.name for f in root.iterdir() if int(f.name.split("-")[0]) in killed]
     assert not left, f"task folders of killed workers outlived them: {left}"
+
+
+def test_files_sent_while_every_worker_is_dead_wait_for_their_restart(
+        tmp_path: Path) -> None:
+    """The CI failure of stop 34: the retry scattered the stage's files while the nannies
+    were still restarting the killed workers, and the stage failed with "cannot send the
+    stage's files to the cluster: … Stream is closed"."""
+    from edgebuild.core.digest import digest_file
+    from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
+    from edgebuild.execute.task import StageTask
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.onnx").write_bytes(os.urandom(4096))  # new content: scattered anew
+    spec = {"stage_id": "no-such-stage", "recipe_dir": str(tmp_path), "datasets": {},
+            "inputs": {"model": {"path": str(model),
+                                 "files": {"model.onnx": digest_file(model / "model.onnx")}}},
+            "out": str(tmp_path / "out"), "source": None}
+    executor = DaskExecutor(ClusterSpec.parse("local:2"))
+    try:
+        executor._connect()
+        workers = dask_workers(os.getpid())
+        assert workers, "no Dask worker process found"
+        for pid in workers:  # and send at once: the scheduler still counts them
+            os.kill(pid, signal.SIGKILL)
+        outcome = executor.submit(StageTask("no-such-stage", spec, tmp_path / "x.log")).result(
+            timeout=300)
+    finally:
+        executor.shutdown()
+    message = str(outcome.result.get("message", ""))
+    # The files reached a restarted worker, which ran the task (and refused the unknown
+    # stage): neither the send nor the Dask task failed.
+    assert not message.startswith("cannot send"), message
+    assert not message.startswith("the Dask task failed"), message
+    assert outcome.extra.get("worker"), outcome
