@@ -60,6 +60,12 @@ say "silero-vad (--no-deps: the voice-activity recipe reads only its ONNX file)"
 # declares torch/torchaudio ranges edgebuild pins itself.
 $PIP install -q --no-deps "silero-vad==6.2.3"
 
+say "rapidocr-onnxruntime (--no-deps: the text-recognizer recipe reads only its ONNX file)"
+# Apache-2.0 (PaddleOCR's PP-OCRv4 models). recipes/text-recognizer.yaml loads
+# rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx; the package's OpenCV,
+# Shapely and pyclipper dependencies are for its own pipeline, which edgebuild never runs.
+$PIP install -q --no-deps "rapidocr-onnxruntime==1.4.4"
+
 case ",$EXTRAS," in
   *,tflite,*|*,all,*)
     say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"

@@ -24,6 +24,14 @@ from edgebuild.gates.fidelity import (
     value_metrics,
 )
 from edgebuild.gates.reference import DatasetParams, save_outputs
+from edgebuild.gates.sequence import (
+    SequenceOptions,
+    ctc_metrics,
+    decision_metrics,
+    flattened_classes,
+    out_of_range,
+    positions,
+)
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
@@ -92,7 +100,8 @@ def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None
 def compare(candidate: Path, reference: Path, output: str | None = None,
             task: str = "classification", *, part: OutputSlice | None = None,
             channel_axis: int | str | None = None, margin: float | None = None,
-            scaled_limits: dict[str, float] | None = None) -> Comparison:
+            scaled_limits: dict[str, float] | None = None,
+            sequence: SequenceOptions | None = None) -> Comparison:
     """The metrics of one output (or `part` of it) against FP32, and what explains them.
 
     Comparisons with FP32 are per sample, so one sample cannot hide another's error;
@@ -102,9 +111,12 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
     and PSNR per channel, the worst one gated. `scaled_limits` (min_cosine,
     max_relative_error, min_psnr on the whole output): refused with `blind` in the
     details when FP32 with its small-range channels zeroed would pass them.
+    `sequence`: the class axis (per-position agreement), CTC decoding, a decision
+    threshold and the range check (gates/sequence.py).
     """
     import numpy as np
 
+    options = sequence or SequenceOptions()
     got, labels = _output(candidate, output)
     ref, _ = _output(reference, output)
     if got.shape != ref.shape:
@@ -118,6 +130,11 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
                             "non_finite_samples": float(bad["samples"])})
             return Comparison(metrics, {"non_finite": {**bad, "in": who}})
     details: dict[str, Any] = {}
+    if options.range_tolerance is not None:
+        left = out_of_range(got, ref, options.range_tolerance)
+        if left is not None:
+            metrics["out_of_range_values"] = float(left["values"])
+            details["out_of_range"] = left
     if isinstance(channel_axis, int):
         found = per_channel(got, ref, channel_axis)
         metrics.update(found.metrics)
@@ -128,8 +145,23 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
                  if channel_axis is None else None)
         if blind is not None:
             details["blind"] = blind
+    if options.threshold is not None:
+        metrics.update(decision_metrics(got, ref, options.threshold))
+    if task == "ctc":
+        found = ctc_metrics(got, ref, -1 if options.class_axis is None else options.class_axis,
+                            options.blank)
+        metrics.update(found.metrics)
+        details.update(found.details)
+        return Comparison(metrics, details)
     if task != "classification":
         return Comparison(metrics, details)
+    if options.class_axis is not None:
+        count = len(got)
+        got, ref = positions(got, options.class_axis), positions(ref, options.class_axis)
+        metrics["positions"] = float(len(got) // max(count, 1))
+        labels = labels.reshape(-1) if labels is not None and labels.size == len(got) else None
+    else:
+        flattened_classes(got)
     got, ref = got.reshape(len(got), -1), ref.reshape(len(ref), -1)
     top1 = got.argmax(axis=1)
     ref_top1 = ref.argmax(axis=1)

@@ -39,11 +39,16 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
     results = []
     named = len(gates.accuracy_gates) > 1
     several = len(gates.accuracy_datasets) > 1
+    labels = []
     for gate in gates.accuracy_gates:
         # accuracy, accuracy[<output>], or with several datasets accuracy[<dataset>:<output>]
         output = (gate.output or gate.boxes or "") + gate.part_label
-        label = ":".join(p for p in (gate.dataset if several else None, output) if p)
-        name = f"accuracy[{label or gate.dataset}]" if named else "accuracy"
+        labels.append(":".join(p for p in (gate.dataset if several else None, output) if p)
+                      or gate.dataset)
+    for gate, label in zip(gates.accuracy_gates, labels, strict=True):
+        if labels.count(label) > 1:  # one output read as two tasks: accuracy[out:ctc]
+            label = f"{label}:{gate.task.value}"
+        name = f"accuracy[{label}]" if named else "accuracy"
         results.append(_accuracy(target, name, gate, stages, execution, policy))
     if gates.latency is not None:
         results.extend(_latency(target, gates.latency, stages, execution, policy, keep_samples))

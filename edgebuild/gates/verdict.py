@@ -11,6 +11,7 @@ from typing import Any
 
 from edgebuild.gates.accuracy import Comparison, compare
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.gates.sequence import SequenceOptions
 from edgebuild.recipe.accuracy import SCALED_LIMITS, AccuracyGate, AccuracyTask
 
 # gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
@@ -29,12 +30,17 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "min_score_agreement": ("score_agreement", ">="),
     "min_map50_labels": ("map50_labels", ">="),
     "max_map50_labels_drop": ("map50_labels_drop", "<="),
+    "min_decision_agreement": ("decision_agreement", ">="),
+    "min_sequence_match": ("sequence_match", ">="),
+    "max_cer": ("cer", "<="),
 }
 
 # The metrics a gate's one-line message names, by what the output holds.
-SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosine"),
-         "regression": ("cosine", "relative_error", "max_abs_error"),
-         "dense": ("psnr", "relative_error", "max_abs_error"),
+SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosine",
+                            "decision_agreement"),
+         "regression": ("cosine", "relative_error", "max_abs_error", "decision_agreement"),
+         "dense": ("psnr", "relative_error", "max_abs_error", "decision_agreement"),
+         "ctc": ("sequence_match", "cer", "cosine"),
          "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
                        "map50_labels", "reference_map50_labels")}
 
@@ -91,7 +97,9 @@ def _compare(candidate: Path, reference: Path, gate: AccuracyGate) -> Comparison
                   if getattr(gate, k) is not None}
         return compare(candidate, reference, gate.output, gate.task.value, part=gate.slice,
                        channel_axis=gate.channel_axis, margin=gate.margin,
-                       scaled_limits=scaled)
+                       scaled_limits=scaled,
+                       sequence=SequenceOptions(gate.class_axis, gate.blank, gate.threshold,
+                                                gate.range_tolerance))
     from edgebuild.gates.detection import (
         detection_metrics,
         load_detections,
@@ -124,6 +132,14 @@ def _refusal(found: Comparison, gate: AccuracyGate) -> str | None:
         return (f"{whose} holds {bad['values']} non-finite value(s) ({bad['nan']} NaN, "
                 f"{bad['inf']} Inf) on {bad['samples']} sample(s) (first: {first}); no "
                 "figure over it means anything, so every limit fails")
+    left = found.details.get("out_of_range")
+    if left is not None:
+        worst = ", ".join(f"{w['value']:.6g} (sample {w['sample']})" for w in left["worst"])
+        return (f"the build's output leaves the range FP32's spans ({left['low']:.4g} .. "
+                f"{left['high']:.4g}, ± {left['tolerance']:g} of it): {left['values']} "
+                f"value(s) on {left['samples']} sample(s), the worst {worst}; an output "
+                "outside what the model can produce (a sigmoid below 0) is a defect, so every "
+                "limit fails (`range_tolerance:` widens the band, null turns it off)")
     blind = found.details.get("blind")
     if blind is not None:
         seen = ", ".join(f"{k.removeprefix('min_').removeprefix('max_')} {v:.4g}"
@@ -145,14 +161,23 @@ def _unmeasured(metric: str, metrics: dict[str, float], gate: AccuracyGate) -> s
     if metric == "decided_agreement":
         return (f"no sample has an FP32 top-1 − top-2 gap of at least margin {gate.margin:g} "
                 "(nothing decided to agree on)")
+    if gate.class_axis is not None and metric in ("top1", "top5", "top1_drop"):
+        return (f"dataset '{gate.dataset}' has no labels per position (one label a sample "
+                "cannot be compared per position)")
     return f"dataset '{gate.dataset}' has no labels"
 
 
 def _explained(metrics: dict[str, float], details: dict[str, Any]) -> str:
     """The context a figure needs: how many were decided, which channel is worst."""
     parts = []
+    if "positions" in metrics:
+        parts.append(f"per position: {int(metrics['positions'])} a sample")
+    if "decisions" in metrics:
+        parts.append(f"FP32 positive on {metrics['reference_positive']:.3g} % of "
+                     f"{int(metrics['decisions'])} decisions")
     if "decided_samples" in metrics:
-        parts.append(f"{int(metrics['decided_samples'])} of {int(metrics['samples'])} "
+        total = int(metrics["samples"] * metrics.get("positions", 1))
+        parts.append(f"{int(metrics['decided_samples'])} of {total} "
                      f"decided at margin {metrics['margin']:g}")
     flips = details.get("flips") or []
     if flips:

@@ -27,11 +27,14 @@ class AccuracyTask(StrEnum):
     REGRESSION = "regression"  # values: boxes, landmarks, embeddings
     DENSE = "dense"  # maps: segmentation, heat maps, depth
     DETECTION = "detection"  # boxes, scores, classes after NMS: matched by IoU
+    CTC = "ctc"  # per-step class scores of a text/speech recognizer: greedy-decoded text
 
 
 CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement",
                 "min_decided_agreement")
-VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr")
+VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr",
+                "min_decision_agreement")
+SEQUENCE_LIMITS = ("min_sequence_match", "max_cer")
 # The limits relative to the output's own scale: a small-range part of a mixed-range
 # output (a detector head's scores beside its box pixels) hides inside them.
 SCALED_LIMITS = ("min_cosine", "max_relative_error", "min_psnr")
@@ -42,7 +45,8 @@ LABELLED_BOX_KEYS = ("min_map50_labels", "max_map50_labels_drop", "labels_iou_th
 DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshold",
                   "score_tolerance", "labels_iou_threshold")
 # Keys that say what is compared (and how), not a limit.
-SELECTION_KEYS = ("dataset", "output", "task", "slice", "channel_axis", "margin")
+SELECTION_KEYS = ("dataset", "output", "task", "slice", "channel_axis", "margin",
+                  "class_axis", "blank", "threshold", "range_tolerance")
 
 
 class OutputSlice(Strict):
@@ -96,9 +100,23 @@ class AccuracyGate(Strict):
         "destroyed unseen (docs/gates.md#mixed-range-outputs).")
     task: AccuracyTask = Field(
         AccuracyTask.CLASSIFICATION, description="`classification` (class scores), "
-        "`regression` (boxes, landmarks, embeddings), `dense` (maps) or `detection` (boxes, "
-        "scores and classes after NMS; name them with `boxes:`, `scores:`, `classes:`): top-k "
-        "and agreement limits are for classification only.")
+        "`regression` (boxes, landmarks, embeddings), `dense` (maps), `detection` (boxes, "
+        "scores and classes after NMS; name them with `boxes:`, `scores:`, `classes:`) or "
+        "`ctc` (per-step class scores of a recognizer, greedy-decoded): top-k and agreement "
+        "limits are for classification only.")
+    class_axis: int | None = Field(
+        None, description="Classification: the axis of the class scores when the output has "
+        "positions too (`-1` for a [1, T, C] sequence): top-1 and decided agreement are then "
+        "per position. Ctc: default -1. Required when a sample has more than one axis "
+        "(docs/gates.md#sequence-outputs).")
+    blank: int = Field(0, ge=0, description="Ctc: the index of the blank class.")
+    threshold: float | None = Field(
+        None, description="With min_decision_agreement: the decision is value > threshold "
+        "(e.g. 0.5 for a speech probability).")
+    range_tolerance: float | None = Field(
+        0.5, ge=0, description="The gate fails when a build's value leaves the range FP32's "
+        "output spans on the dataset, widened by this fraction of the span on each side (a "
+        "sigmoid returning -98304); null: no range check.")
     min_top1: float | None = Field(None, ge=0, le=100, description="Top-1 accuracy, percent.")
     min_top5: float | None = Field(None, ge=0, le=100, description="Top-5 accuracy, percent.")
     max_top1_drop: float | None = Field(
@@ -130,6 +148,15 @@ class AccuracyGate(Strict):
         None, description="Peak signal-to-noise ratio vs FP32, dB, over the FP32 output's "
         "range (dense maps)."
     )
+    min_decision_agreement: float | None = Field(
+        None, ge=0, le=100, description="Values on the same side of `threshold` as FP32's, "
+        "percent (thresholded decisions: speech / no speech, a mask).")
+    min_sequence_match: float | None = Field(
+        None, ge=0, le=100, description="Ctc: samples whose greedy-decoded sequence equals "
+        "FP32's, percent.")
+    max_cer: float | None = Field(
+        None, ge=0, description="Ctc: character error rate of the decoded sequences vs "
+        "FP32's (edit distance / FP32's length), percent.")
     boxes: str | None = Field(None, description="Detection: the output of boxes "
                               "`[1, D, 4]` (x1, y1, x2, y2; rows of score 0 are padding).")
     scores: str | None = Field(None, description="Detection: the output of scores `[1, D]`.")
@@ -164,7 +191,7 @@ class AccuracyGate(Strict):
     _check_percent = field_validator(
         "min_top1", "min_top5", "min_top1_agreement", "min_decided_agreement",
         "min_box_agreement", "min_map50", "min_score_agreement", "min_map50_labels",
-        mode="after"
+        "min_decision_agreement", "min_sequence_match", mode="after"
     )(_percent)
 
     @model_validator(mode="after")
@@ -187,7 +214,27 @@ class AccuracyGate(Strict):
                     f"{', '.join(wrong)} compare class indices, which mean nothing for a "
                     f"{self.task.value} output; use min_cosine, max_abs_error, "
                     "max_relative_error or min_psnr")
+        self._sequence_fits()
         return self._selection_fits()
+
+    def _sequence_fits(self) -> None:
+        ctc = self.task is AccuracyTask.CTC
+        wrong = [k for k in SEQUENCE_LIMITS if getattr(self, k) is not None]
+        if wrong and not ctc:
+            raise ValueError(f"{', '.join(wrong)} compare decoded sequences: add `task: ctc`")
+        if "blank" in self.model_fields_set and not ctc:
+            raise ValueError("`blank:` is the CTC blank class: add `task: ctc`")
+        if self.class_axis is not None and self.task not in (AccuracyTask.CLASSIFICATION,
+                                                             AccuracyTask.CTC):
+            raise ValueError(f"class_axis is for class scores; a {self.task.value} output "
+                             "has none")
+        if self.class_axis == 0:
+            raise ValueError("class_axis 0 is the batch (the samples): name a model axis, "
+                             "e.g. -1 for the classes of a [1, T, C] sequence")
+        if (self.threshold is None) != (self.min_decision_agreement is None):
+            raise ValueError("min_decision_agreement and threshold go together: the decision "
+                             "is value > threshold (e.g. `min_decision_agreement: 99, "
+                             "threshold: 0.5`)")
 
     def _selection_fits(self) -> AccuracyGate:
         if (self.margin is None) != (self.min_decided_agreement is None):

@@ -184,11 +184,11 @@ class Gates(Strict):
         gates = self.accuracy_gates
         if isinstance(self.accuracy, list) and not gates:
             raise ValueError("`accuracy: []` checks nothing; remove it or add a gate")
-        checked = [(g.dataset, g.output or g.boxes, g.part_label) for g in gates]
+        checked = [(g.dataset, g.output or g.boxes, g.part_label, g.task) for g in gates]
         if len(set(checked)) != len(checked):
-            raise ValueError("two accuracy gates check the same output on the same dataset; "
-                             "name each `output:` (or a different `slice:`), or give them "
-                             "different datasets")
+            raise ValueError("two accuracy gates check the same output on the same dataset "
+                             "with the same task; name each `output:` (or a different "
+                             "`slice:`), give them different datasets, or merge their limits")
         return self
 
     @property

@@ -41,7 +41,40 @@ def check_onnx_inputs(recipe: Recipe, base_dir: Path) -> Report:
         signature = read_signature(path)
     except (OnnxReadError, OSError):
         return []  # not a model this reader parses: the stage that loads it says why
-    return _compare(recipe.inputs, signature, path.name)
+    return _compare(recipe.inputs, signature, path.name) + _class_gates(recipe, signature,
+                                                                       path.name)
+
+
+def _class_gates(recipe: Recipe, signature: OnnxSignature, file: str) -> Report:
+    """A classification gate on an output with positions and classes (`[1, T, C]`) and
+    no `class_axis`: one argmax over both would mean nothing (docs/gates.md)."""
+    from edgebuild.recipe.accuracy import AccuracyTask
+
+    # The recipe's `outputs:` name the file's outputs in order (they may rename them).
+    outputs = {t.name: t for t in signature.outputs}
+    outputs.update(zip(recipe.outputs, signature.outputs, strict=False))
+    first = signature.outputs[0] if signature.outputs else None
+    found: Report = []
+    for name, target in recipe.targets.items():
+        for index, gate in enumerate(target.gates.accuracy_gates):
+            if gate.task is not AccuracyTask.CLASSIFICATION or gate.class_axis is not None:
+                continue
+            tensor = outputs.get(gate.output) if gate.output else first
+            if tensor is None or tensor.dims is None:
+                continue
+            wide = [d for d in tensor.dims[1:] if d != 1]
+            if len(wide) < 2:
+                continue
+            where: tuple[str, ...] = ("targets", name, "gates", "accuracy")
+            if isinstance(target.gates.accuracy, list):
+                where = (*where, str(index))
+            found.append((where, f"a classification gate on output '{tensor.name}', which "
+                          f"{file} declares as {tensor.describe().split(' ', 2)[2]}: one "
+                          "argmax over it mixes positions and classes",
+                          "declare the class axis (`class_axis: -1` for [1, T, C]) for "
+                          "per-position agreement, or `task: ctc` for a CTC head "
+                          "(docs/gates.md#sequence-outputs)"))
+    return found
 
 
 def _compare(declared: list[TensorSpec], signature: OnnxSignature, file: str) -> Report:

@@ -164,7 +164,7 @@ def test_two_datasets_get_one_reference_and_one_infer_each(tmp_path: Path) -> No
         assert plan.stage(stages.references[dataset]).datasets == (dataset,)
     # Same output on two datasets is allowed; twice on one dataset is not.
     text = problems(tmp_path, RECIPE.replace("{dataset: long, task", "{dataset: short, task"))
-    assert "two accuracy gates check the same output on the same dataset" in text
+    assert "two accuracy gates check the same output on the same dataset with the same task" in text
 
 
 PER_SIZE = RECIPE.replace("""      latency: {budget_ms: {short: 3, long: 12}}

@@ -1,0 +1,58 @@
+"""Printed text lines as PP-OCRv4's recognizer takes them, for text-recognizer.yaml.
+
+The recognizer (`ch_PP-OCRv4_rec_infer.onnx` in the PyPI package rapidocr-onnxruntime,
+Apache-2.0; a PaddleOCR CRNN-style network: convolutional features, a sequence encoder,
+a CTC head) reads one line of text at height 48: `x` [1, 3, 48, W] in −1..1, and
+returns per-step class probabilities `[1, W / 8, 6625]` (class 0 the CTC blank, then
+the 6,623 characters its metadata lists, then the space).
+
+The lines are rendered here with Pillow's built-in font (no font package, no download):
+the phrases below, each at a size, offset and ink of its own (seeded), black on a light
+background, resized to the model's 48 × 320. Deterministic for a given Pillow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+HEIGHT, WIDTH = 48, 320
+PHRASES = (
+    "edge models 2026", "Hello World", "build 42 passed", "latency 3.5 ms",
+    "INT8 you can trust", "Jetson Orin Nano", "Snapdragon 8 Gen 3", "model.onnx",
+    "accuracy 99.2 %", "the quick brown fox", "jumps over 13 dogs", "ReLU6 and Clip",
+    "batch size 1", "OpenVINO 2026.4", "TFLite + NNAPI", "Core ML on iPhone",
+    "cosine 0.9995", "p50 1.62 ms", "Raspberry Pi 5", "queue depth 8",
+    "calibration set", "per-channel scales", "NMS at 0.45", "recipe.yaml",
+    "Fashion MNIST", "ImageNet top-1", "size 4.7 MB", "gate passed",
+    "warm-up 20 runs", "seed 1234", "layer norm", "GELU tanh",
+)
+
+
+def render(text: str, rng: np.random.Generator) -> np.ndarray:
+    """One line as uint8 HWC RGB, HEIGHT × WIDTH."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    size = int(rng.integers(26, 34))
+    font = ImageFont.load_default(size=size)
+    paper = int(rng.integers(215, 256))
+    ink = int(rng.integers(0, 60))
+    left, top, right, bottom = font.getbbox(text)
+    canvas = Image.new("RGB", (right + 16, HEIGHT), (paper,) * 3)
+    y = (HEIGHT - (bottom - top)) // 2 - top + int(rng.integers(-3, 4))
+    ImageDraw.Draw(canvas).text((8 + int(rng.integers(0, 6)), y), text, fill=(ink,) * 3,
+                                font=font)
+    if canvas.width > WIDTH:  # squeeze a long line to the width the model takes
+        canvas = canvas.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR)
+    line = Image.new("RGB", (WIDTH, HEIGHT), (paper,) * 3)
+    line.paste(canvas, (0, 0))
+    return np.asarray(line)
+
+
+def lines(count: int = len(PHRASES), seed: int = 0) -> dict[str, Any]:
+    """{x: N×3×48×320 float32 in −1..1}: PaddleOCR's `(pixel / 255 − 0.5) / 0.5`."""
+    rng = np.random.default_rng(seed)
+    images = np.stack([render(PHRASES[i % len(PHRASES)], rng) for i in range(count)])
+    x = (images.astype(np.float32) / 255.0 - 0.5) / 0.5
+    return {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))}
