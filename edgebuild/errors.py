@@ -7,6 +7,7 @@ the CLI can print one clear paragraph and exit without a traceback.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -22,6 +23,16 @@ class ExitCode(IntEnum):
     INTERNAL = 4  # a bug in edgebuild: never 1, which CI reads as "a gate failed"
     INTERRUPTED = 130
     BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that left
+
+
+# Terminal escape sequences (colours, cursor moves) that converters print into their own
+# exception texts: they must not reach a stage message, summary.md or a JUnit file.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def plain(text: str) -> str:
+    """`text` without terminal escape sequences."""
+    return _ANSI.sub("", text)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import IoSpec, StageContext
 from edgebuild.core.target import Target
-from edgebuild.errors import EdgebuildError
+from edgebuild.errors import EdgebuildError, plain
 from edgebuild.registry import load_op
 
 if TYPE_CHECKING:
@@ -161,6 +161,9 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # anything from a vendor tool: report, never hide
         traceback.print_exc()
         result = {"status": "error", **_explain(exc)}
+    for key in ("message", "hint", "reason"):  # a converter's colours, never in a message
+        if isinstance(result.get(key), str):
+            result[key] = plain(result[key])
     tmp = result_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, default=str))
     tmp.replace(result_path)

@@ -35,18 +35,44 @@ def build_torch_model(source: dict[str, Any], base_dir: Path) -> Any:
                 "pickled code are refused on purpose") from None
         if isinstance(state, dict) and "state_dict" in state:
             state = state["state_dict"]
+        if isinstance(state, dict) and spec.weights_prefix:
+            state = renamed(state, spec.weights_prefix)
         result = model.load_state_dict(state, strict=False)
         if result.missing_keys or result.unexpected_keys:
             raise EdgebuildError(
                 f"weights {path.name} do not fit the model: "
                 f"missing {result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}",
-                "check that model.factory builds the architecture the weights were saved from",
-            )
+                _mismatch_hint(result.missing_keys, result.unexpected_keys))
     if spec.prepost is not None:
         from edgebuild.passes.prepost_torch import wrap
 
         model = wrap(model, spec.prepost)
     return model.eval()
+
+
+def renamed(state: dict[str, Any], prefixes: dict[str, str]) -> dict[str, Any]:
+    """The checkpoint's keys with each prefix of `prefixes` replaced (the first that fits)."""
+    out = {}
+    for key, value in state.items():
+        for old, new in prefixes.items():
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        out[key] = value
+    return out
+
+
+def _mismatch_hint(missing: list[str], unexpected: list[str]) -> str:
+    """DataParallel's `module.` prefix is the usual cause of a checkpoint that fits no key."""
+    for prefix in ("module.", "model.", "_orig_mod."):
+        stripped = {k[len(prefix):] for k in unexpected if k.startswith(prefix)}
+        if stripped and set(missing) <= stripped:
+            origin = {"module.": "a DataParallel / DistributedDataParallel wrapper",
+                      "model.": "a wrapper module holding it as `model`",
+                      "_orig_mod.": "torch.compile"}[prefix]
+            return (f"the checkpoint's keys start with '{prefix}' (saved from {origin}): add "
+                    f"`weights_prefix: {{\"{prefix}\": \"\"}}` under `model:`")
+    return "check that model.factory builds the architecture the weights were saved from"
 
 
 def load_stage_model(ctx: Any) -> Any:

@@ -45,6 +45,9 @@ class ModelSource(Strict):
     weights: FileRef | None = Field(
         None, description="A state_dict loaded with `torch.load(weights_only=True)`."
     )
+    weights_prefix: dict[str, str] = Field(
+        default_factory=dict, description="Rename the checkpoint's key prefixes before "
+        "loading, e.g. `{\"module.\": \"\"}` for weights saved from a DataParallel wrapper.")
     onnx: FileRef | None = Field(None, description="An existing ONNX model instead of a factory.")
     prepost: PrePost | None = Field(
         None, description="Normalisation of a raw uint8 image and NMS built into the model "
@@ -58,8 +61,12 @@ class ModelSource(Strict):
                              "`package.module:callable` or `path/to/file.py:callable`")
         if (self.factory is None) == (self.onnx is None):
             raise ValueError("give exactly one of `factory` (PyTorch) or `onnx`")
-        if self.onnx is not None and (self.weights is not None or self.args or self.kwargs):
-            raise ValueError("`weights`, `args` and `kwargs` belong to `factory`, not `onnx`")
+        if self.onnx is not None and (self.weights is not None or self.args or self.kwargs
+                                      or self.weights_prefix):
+            raise ValueError("`weights`, `weights_prefix`, `args` and `kwargs` belong to "
+                             "`factory`, not `onnx`")
+        if self.weights_prefix and self.weights is None:
+            raise ValueError("`weights_prefix` renames the keys of `weights:`, which is not set")
         return self
 
 
