@@ -53,7 +53,8 @@ class ExportParams(BaseModel):
 
 class ExportOnnx(Op):
     name = "export-onnx"
-    version = 2  # 2: custom ops (symbolics, custom opsets, a check with their kernels)
+    version = 3  # 2: custom ops (symbolics, custom opsets, a check with their kernels)
+    # 3: dynamo traces a dynamic axis at its declared size
     Params = ExportParams
     accepts = ("pytorch",)
     produces = "onnx"
@@ -95,13 +96,14 @@ class ExportOnnx(Op):
             kwargs.update(dynamo=True, external_data=False, optimize=True)
             if dynamic:
                 # torch.export matches dynamic shapes to the forward() arguments by
-                # position, and treats sizes 0/1 as constants, so give dynamic axes
-                # an example size of 2.
+                # position, and treats sizes 0/1 as constants: a dynamic axis is traced
+                # at its declared size, or 2 where that is 0 or 1 (tracing every one at
+                # 2 failed a CRNN whose width must be at least 4: `2 not in VR[4, …]`).
                 kwargs["dynamic_shapes"] = tuple(
                     {a: torch.export.Dim.DYNAMIC for a in dynamic.get(t["name"], {})} or None
                     for t in tensors)
                 example = tuple(
-                    torch.zeros([2 if i in dynamic.get(t["name"], {}) else d
+                    torch.zeros([max(d, 2) if i in dynamic.get(t["name"], {}) else d
                                  for i, d in enumerate(t["shape"])],
                                 dtype=getattr(torch, t["dtype"]))
                     for t in tensors)
@@ -187,6 +189,12 @@ def _export_error(exc: Exception, custom: dict[str, str]) -> Exception:
 
     op = unregistered_op(exc)
     first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    if "output_size is not constant" in str(exc) or "adaptive_avg_pool" in str(exc):
+        return StageError(
+            f"the ONNX export failed on an adaptive pooling ({type(exc).__name__}: {first})",
+            "the legacy exporter writes AdaptiveAvgPool only for sizes it knows: with a dynamic "
+            "axis, write the reduction as a mean over that axis (`x.mean(dim=…, keepdim=True)`, "
+            "e.g. for AdaptiveAvgPool2d((None, 1))), or set `exporter: dynamo`")
     if not op:
         return StageError(f"the ONNX export failed ({type(exc).__name__}: {first})",
                           "see the stage log for the exporter's trace")

@@ -68,10 +68,13 @@ def convert(captured: Any, tensors: list[dict[str, Any]], outputs: list[str],
         try:
             model = ct.convert(captured, **kwargs)
         except Exception as exc:  # coremltools raises whatever its op converter hits
-            raise StageError(f"coremltools could not convert the model: "
+            others = [c for c in ("trace", "export", "script") if c != options.capture.value]
+            raise StageError(f"coremltools could not convert the model captured with "
+                             f"`capture: {options.capture.value}`: "
                              f"{type(exc).__name__}: {_first_line(exc)}",
-                             "another `capture:` mode often converts where one fails "
-                             "(export is the path coremltools develops)") from None
+                             "another capture often converts where one fails: set the "
+                             f"target's `options: {{capture: {others[0]}}}` (or {others[1]}); "
+                             "e.g. an LSTM `export` cannot convert converts traced") from None
         return _renamed(ct, model, [t["name"] for t in tensors], outputs)
 
 
