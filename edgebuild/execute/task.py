@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core.artifact import Artifact
+from edgebuild.execute.crash import crash_site
 from edgebuild.execute.worker import PARENT_ENV, QUIET_ENV
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.stage import Stage
@@ -116,5 +117,8 @@ def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
         message = f"the worker process was killed by {name}"
     else:
         message = f"the worker process exited with code {proc.returncode} without a result"
-    return {"status": "error", "message": message,
-            "hint": "a crash inside a converter or runtime; see the log"}
+    site = crash_site(log)
+    return {"status": "error", "message": message + (f" {site.where}" if site.where else ""),
+            "hint": "a crash inside a converter or runtime"
+                    + (f"; the last thing it logged: {site.last}" if site.last else "")
+                    + "; the stage's log has the rest"}

@@ -147,7 +147,12 @@ def _explain(exc: Exception) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    import faulthandler
+
     die_with_parent()
+    # A converter that crashes (SIGSEGV in TFLite's, QNN's or OpenVINO's native code)
+    # leaves the Python stack it crashed under in the log: task.crash_site reads it.
+    faulthandler.enable(file=sys.stdout, all_threads=False)
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     spec = json.loads(spec_path.read_text())
