@@ -4,7 +4,7 @@ samples (`compare`)."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,7 +41,9 @@ def baseline_artifacts(path: Path, backends: dict[str, str] | None = None
     for target in report.targets:
         if target.artifact is None:
             continue
-        folder = confined(path.parent, target.artifact, f"{path}: an artifact path").parent
+        # The main file's folder (the main file may be a folder itself: an .mlpackage).
+        folder = confined(path.parent, PurePosixPath(target.artifact).parent.as_posix(),
+                          f"{path}: an artifact path")
         manifest_path = folder / MANIFEST_NAME
         manifest = read_manifest(manifest_path)
         if manifest.target != target.name:
