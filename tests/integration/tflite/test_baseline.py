@@ -56,6 +56,8 @@ def test_a_search_targets_baseline_keeps_its_runner_metadata(
         tiny_project: Callable[..., Path]) -> None:
     base = tiny_project(SEARCH, "search.yaml")
     report = run(base, "base")
+    head = tiny_project(HEAD, "plain.yaml")
+    compared = run(head, "head", "--baseline", str(base.parent / "base" / "report.json"))
     (target,) = report["targets"]
     chosen = target["search"]["chosen"]
     assert chosen in ("xnnpack", "builtin"), target["search"]
@@ -67,12 +69,10 @@ def test_a_search_targets_baseline_keeps_its_runner_metadata(
     assert manifest["runner_metadata"]["io"] == stages[f"compile@android[{chosen}]"][
         "metadata"]["io"]
 
-    head = tiny_project(HEAD, "plain.yaml")
-    report = run(head, "head", "--baseline", str(base.parent / "base" / "report.json"))
-    stages = {s["id"]: s for s in report["stages"]}
+    stages = {s["id"]: s for s in compared["stages"]}
     assert stages["import-baseline@android"]["metadata"]["io"] == manifest["runner_metadata"][
         "io"]
     assert stages["compare-latency@android"]["outcome"] == "built", stages[
         "compare-latency@android"]
-    gates = {g["gate"]: g for g in report["targets"][0]["gates"]}
+    gates = {g["gate"]: g for g in compared["targets"][0]["gates"]}
     assert gates["regression"]["measured"]["ratio"] > 0, gates["regression"]
