@@ -157,8 +157,9 @@ class Backend(ABC):
     # Passes the planner may insert to reach `accepts` (each converts its `accepts[0]`
     # into its `produces`), e.g. TFLite contributes onnx -> tf-savedmodel.
     conversions: ClassVar[tuple[str, ...]] = ()
-    # Compile-stage metadata keys its runner needs besides the files (run --baseline
-    # hands them to the baseline's runner).
+    # Compile-stage metadata keys its runner (or its device build) needs besides the
+    # files: every build's manifest records them (artifacts/<target>/manifest.json), and
+    # `run --baseline` hands exactly these to the baseline's runner.
     runner_metadata: ClassVar[tuple[str, ...]] = ()
     # Compile must run on the target device itself (a TensorRT engine is built for the
     # GPU it runs on): under a Dask cluster it is sent to the worker holding the device.

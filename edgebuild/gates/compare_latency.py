@@ -1,16 +1,16 @@
 """compare-latency: the baseline's artifact and this build's, timed interleaved.
 
-Planned only for `edgebuild run --baseline REPORT`; see regression.py for why
+Planned only for `edgebuild run --baseline REPORT` (the baseline arrives as the `baseline`
+input, gates/import_baseline.py) and the speed-up gate; see regression.py for why
 both must be measured in the same process. With shape profiles, each profile is
 timed as its own pair (the regression gate decides per profile).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import OpResult, StageContext
@@ -21,29 +21,17 @@ from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
 
 
-class BaselineParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    path: str  # folder holding the baseline's artifact files
-    main: str  # its primary file
-    format: str
-    digest: str  # content digest of the folder: the cache key follows the baseline
-    # What a runner needs besides the files (TFLite: how recipe tensors map onto the model's).
-    runner_metadata: dict[str, Any] = Field(default_factory=dict)
-
-
 class CompareLatency(InterleavedTiming):
+    """`run --baseline`'s measurement: the baseline build (the `baseline` input, imported
+    from its manifest by `import-baseline`) against this one."""
+
     name = "compare-latency"
-    version = 1
-    Params: ClassVar[type[BaseModel]] = BaselineParams
+    version = 2  # 2: the baseline is an input artifact (from its manifest), not a path
     produces = "latency-comparison"
     summary = "time the baseline artifact and this one, interleaved"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
-        p: BaselineParams = params
-        return self.compare(ctx, Artifact(key="baseline", format=p.format, path=Path(p.path),
-                                          files={}, sizes={},
-                                          metadata={**p.runner_metadata, "main": p.main}))
+        return self.compare(ctx, ctx.input("baseline"))
 
     def compare(self, ctx: StageContext, baseline: Artifact) -> OpResult:
         """Time `baseline` and this stage's model in pairs of blocks, per shape profile."""
@@ -107,6 +95,3 @@ class CompareTargets(CompareLatency):
     version = 1
     Params = OverParams
     summary = "time another target's build and this one, interleaved (speed-up gate)"
-
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
-        return self.compare(ctx, ctx.input("baseline"))

@@ -107,11 +107,13 @@ class _Builder:
         self.conversions = conversions()
 
     def add(self, op: str, params: dict[str, Any], inputs: dict[str, str],
-            target: str | None = None, label: str | None = None, **flags: Any) -> str:
+            target: str | None = None, label: str | None = None, name: str | None = None,
+            **flags: Any) -> str:
         """Add a stage, or return the id of an identical one already in the graph.
 
         `label` names a stage that is not target-specific (`quantize[int8-entropy]`);
-        it is not part of its identity, so identical stages still merge.
+        it is not part of its identity, so identical stages still merge. `name`: the
+        stage's id (made unique), instead of one derived from op, target and label.
         """
         # Any stage may load a model holding a custom node (a session deep in a pass
         # or a runner), so with custom ops declared every stage reads them, and their
@@ -126,7 +128,7 @@ class _Builder:
         # Every dataset the stage reads, found in its params at any depth: in its key.
         flags["datasets"] = op_class().datasets(op_class.Params.model_validate(params), info)
         label = label or flags.get("build_profile")  # onnx-to-tf[p256]
-        base = f"{op}@{target}" if target else f"{op}[{label}]" if label else op
+        base = name or (f"{op}@{target}" if target else f"{op}[{label}]" if label else op)
         stage_id, n = base, 1
         while stage_id in self.graph:
             n += 1
@@ -238,7 +240,7 @@ def select_targets(loaded: LoadedRecipe, patterns: list[str]) -> list[str]:
 
 def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None = None,
                only: list[str] | None = None) -> Plan:
-    """The stage graph; `baselines` (target -> CompareLatency params) adds A/B stages;
+    """The stage graph; `baselines` (target -> import-baseline params) adds A/B stages;
     `only` (target names) builds just those targets and what they depend on."""
     recipe = loaded.recipe
     b = _Builder(loaded)
@@ -359,9 +361,21 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
         stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True,
                                **folded)
         if baseline is not None:
-            stages.compare = b.add("compare-latency", baseline, {"model": runs}, name,
-                                   measures=True, **folded)
+            stages.compare = b.add("compare-latency", {},
+                                   {"model": runs, "baseline": _baseline(b, name, baseline)},
+                                   name, measures=True, **folded)
     return stages
+
+
+def _baseline(b: _Builder, name: str, params: dict[str, Any]) -> str:
+    """The stage whose artifact is the baseline as the device runs it: the imported build
+    (gates/import_baseline.py), and for a backend that builds on the device, its build
+    there, so an engine is compared with an engine."""
+    imported = b.add("import-baseline", params, {}, name)
+    if not backend_class(b.loaded.targets[name].backend).builds_on_device:
+        return imported
+    return b.add("device-build", {}, {"model": imported}, name,
+                 name=f"device-build[baseline]@{name}")
 
 
 def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:

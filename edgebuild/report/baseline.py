@@ -1,19 +1,21 @@
-"""Read a previous run's report: its artifacts (for `run --baseline`) and samples (`compare`)."""
+"""Read a previous run's report: its builds' manifests (for `run --baseline`) and its
+samples (`compare`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import logging
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
 
-from edgebuild.core.digest import digest_file, digest_json
+from edgebuild.core.digest import digest_file
+from edgebuild.core.manifest import MANIFEST_NAME, REBUILD_HINT, read_manifest, verified_files
+from edgebuild.core.paths import confined
 from edgebuild.errors import EdgebuildError
 from edgebuild.report.model import Report
 
-# Compile-stage metadata a backend's runner reads (TFLite: the tensor mapping).
-RUNNER_METADATA = ("io",)
-
+log = logging.getLogger(__name__)
 
 def load_report(path: Path) -> Report:
     try:
@@ -26,26 +28,36 @@ def load_report(path: Path) -> Report:
                              "it may come from an incompatible edgebuild version") from None
 
 
-def baseline_artifacts(path: Path) -> dict[str, dict[str, Any]]:
-    """Target -> CompareLatency params, for every baseline target that has an artifact."""
+def baseline_artifacts(path: Path, backends: dict[str, str] | None = None
+                       ) -> dict[str, dict[str, Any]]:
+    """Target -> params of its `import-baseline` stage (gates/import_baseline.py), for every
+    baseline target that shipped an artifact: its manifest, read and checked here (schema,
+    confined names, every file's size and digest), so a bad baseline is a usage error
+    before anything runs. `backends` (target -> this recipe's backend): a target whose
+    baseline another backend built is left out, with a warning.
+    """
     report = load_report(path)
     found: dict[str, dict[str, Any]] = {}
     for target in report.targets:
-        if target.artifact is None or target.format is None:
+        if target.artifact is None:
             continue
-        main = path.parent / target.artifact
-        folder = main.parent
-        if not main.is_file():
-            raise EdgebuildError(f"{path}: the baseline artifact {main} is missing",
-                                 "keep the whole --out folder of the baseline run")
-        files = sorted(p for p in folder.rglob("*") if p.is_file())
-        digest = digest_json([[str(f.relative_to(folder)), digest_file(f)] for f in files])
-        compiled = next((s.metadata for s in report.stages
-                         if s.id == f"compile@{target.name}"), {})
-        found[target.name] = {"path": str(folder.resolve()), "main": main.name,
-                              "format": target.format, "digest": digest,
-                              "runner_metadata": {k: compiled[k] for k in RUNNER_METADATA
-                                                  if k in compiled}}
+        # The main file's folder (the main file may be a folder itself: an .mlpackage).
+        folder = confined(path.parent, PurePosixPath(target.artifact).parent.as_posix(),
+                          f"{path}: an artifact path")
+        manifest_path = folder / MANIFEST_NAME
+        manifest = read_manifest(manifest_path)
+        if manifest.target != target.name:
+            raise EdgebuildError(f"{manifest_path}: describes target '{manifest.target}', "
+                                 f"the report puts it under '{target.name}'", REBUILD_HINT)
+        verified_files(folder, manifest, where=manifest_path)
+        wanted = (backends or {}).get(target.name, manifest.backend)
+        if wanted != manifest.backend:
+            log.warning("--baseline: not comparing target '%s': the baseline was built by "
+                        "%s, this recipe builds it with %s", target.name, manifest.backend,
+                        wanted)
+            continue
+        found[target.name] = {"manifest": str(manifest_path.resolve()),
+                              "digest": digest_file(manifest_path)}
     return found
 
 

@@ -18,7 +18,6 @@ import datetime as dt
 import logging
 import os
 import platform
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
-from edgebuild.core.paths import inside, writable_dir
+from edgebuild.core.paths import writable_dir
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.plan.planner import Plan, build_plan, own_stages, select_targets
@@ -109,7 +108,8 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     if options.baseline is not None:
         from edgebuild.report.baseline import baseline_artifacts
 
-        baselines = baseline_artifacts(options.baseline)
+        baselines = baseline_artifacts(options.baseline, {
+            name: info.backend for name, info in loaded.targets.items()})
     only = select_targets(loaded, options.targets) if options.targets else None
     built = build_plan(loaded, baselines, only)
     store = Store(cache_dir)
@@ -119,6 +119,7 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         _ = resolver.source_digest
     for name in {d for s in built.order() for d in s.datasets}:
         resolver.dataset(name)
+    import_baselines(built, resolver, store)
 
     shared = None
     if options.shared_cache:
@@ -142,6 +143,29 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     write_reports(report, out)
     forget_noisy(report, built, execution, searches, store)
     return report
+
+
+def import_baselines(built: Plan, resolver: KeyResolver, store: Store) -> None:
+    """Put each `import-baseline` stage's artifact into the store here, before the run, so
+    the stage is a cache hit wherever stages run: the manifest's paths are this machine's,
+    and a remote worker gets the files as the comparison's input artifact, by content."""
+    from edgebuild.gates.import_baseline import ImportParams, import_build
+
+    for stage in built.order():
+        if stage.op != "import-baseline" or stage.target is None:
+            continue
+        key = resolver.key(stage, {})
+        if store.lookup(key) is not None:
+            continue
+        work = store.begin(key)
+        try:
+            done = import_build(ImportParams.model_validate(stage.params),
+                                built.recipe.targets[stage.target].backend, work)
+        except BaseException:
+            store.abandon(work)
+            raise
+        store.commit(key, work, done.format, {**done.metadata, "main": done.main,
+                                              "stage": stage.id, "op": stage.op})
 
 
 @contextmanager
@@ -231,6 +255,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
     from edgebuild.execute.result import Outcome
     from edgebuild.gates.evaluate import evaluate_target
     from edgebuild.report.model import Report, StageReport, TargetReport
+    from edgebuild.run.artifacts import export_target, manifest_of
 
     searches = searches or {}
     targets = []
@@ -250,17 +275,15 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             gates = evaluate_target(name, entry.gates, stages, execution,
                                     loaded.recipe.policy_for(name))
         chosen = outcome is None or outcome.chosen is not None
-        compiled = execution.runs[stages.compiled].artifact if chosen else None
-        artifact_path = None
-        destination = inside(out, "artifacts", name)
-        if destination.exists():
-            shutil.rmtree(destination)
-        if compiled is not None:
-            destination.mkdir(parents=True)
-            for file in compiled.files:
-                (destination / file).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(compiled.path / file, destination / file)
-            artifact_path = str((destination / compiled.main.name).relative_to(out))
+        run = execution.runs[stages.compiled]
+        compiled = run.artifact if chosen else None
+        manifest = None
+        if compiled is not None and run.key:
+            manifest = manifest_of(loaded.recipe.name, name,
+                                   loaded.targets[run.stage.target or name], compiled,
+                                   run.key, gates, started_wall,
+                                   outcome.chosen if outcome is not None else None)
+        artifact_path = export_target(out, name, compiled, manifest)
         targets.append(TargetReport(
             name=name, profile=info.profile.name, backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,

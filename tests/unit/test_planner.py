@@ -161,3 +161,25 @@ def test_target_filter_keeps_only_those_targets_and_their_upstream(tmp_path: Pat
     with pytest.raises(PlanError, match=r"no target of r\.yaml matches") as info:
         select_targets(loaded, ["rpi5"])
     assert "did you mean 'rpi4'?" in info.value.hint
+
+
+def test_a_baseline_is_an_input_artifact_built_on_the_device_like_this_build(
+        tmp_path: Path) -> None:
+    """`run --baseline`: the compared baseline is an `import-baseline` stage's artifact (so
+    it travels to a worker as an input); for TensorRT, its device build (an engine)."""
+    text = RECIPE.replace("  intel-cpu: {}\n", "  jetson-orin-nano:\n"
+                          "    gates: {latency: {budget_ms: 5}}\n")
+    (tmp_path / "m.py").write_text("def build(): ...\n")
+    (tmp_path / "r.yaml").write_text(text)
+    imported = {"manifest": "/baseline/manifest.json", "digest": "0" * 64}
+    plan = build_plan(load_recipe(tmp_path / "r.yaml"),
+                      {"host-cpu": imported, "jetson-orin-nano": imported})
+    assert dict(plan.stage("compare-latency@host-cpu").inputs) == {
+        "baseline": "import-baseline@host-cpu", "model": "compile@host-cpu"}
+    assert plan.stage("import-baseline@host-cpu").params == imported
+    trt = "jetson-orin-nano"
+    assert dict(plan.stage(f"compare-latency@{trt}").inputs) == {
+        "baseline": f"device-build[baseline]@{trt}", "model": f"device-build@{trt}"}
+    assert dict(plan.stage(f"device-build[baseline]@{trt}").inputs) == {
+        "model": f"import-baseline@{trt}"}
+    assert "compare-latency@rpi4" not in plan.graph  # no baseline given for it

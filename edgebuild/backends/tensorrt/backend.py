@@ -64,6 +64,9 @@ class TensorRtBackend(Backend):
                     "from NVIDIA's package index: docs/backends-tensorrt.md")
     builds_on_device = True
     accuracy_on_host = True
+    # The device builds the engine with the optimization profiles compile derived: a
+    # baseline's (run --baseline, from its manifest) needs them as much as this build's.
+    runner_metadata: ClassVar[tuple[str, ...]] = ("profiles",)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnx
