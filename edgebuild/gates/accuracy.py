@@ -55,17 +55,21 @@ class Infer(Op):
         reason = backend.unmeasurable_reason(ctx.target, "accuracy")
         if reason:
             return OpResult(main="", format="outputs", unmeasurable=reason)
+        from edgebuild.data.stream import evaluate, first_feeds, stream_summary
+
         samples = ctx.dataset(params.dataset)
         threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             where = runner.label(backend.where(ctx.target, "accuracy"))
             if len(samples):  # a dataset at another size than the example: resize first
-                runner.reshape({n: list(a.shape) for n, a in samples.feed(0).items()})
-            outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
-        save_outputs(ctx.out / "outputs.npz", outputs, samples)
+                runner.reshape({n: list(a.shape) for n, a in first_feeds(samples).items()})
+            # one call per sample, or per step of a stream with this build's own state
+            outputs = evaluate(samples, ctx.io.state, runner.infer)
+        save_outputs(ctx.out / "outputs.npz", outputs, samples,
+                     {p["output"] for p in ctx.io.state})
         return OpResult(main="outputs.npz", format="outputs",
-                        metadata={"samples": len(samples), "dataset": params.dataset,
-                                  "where": where})
+                        metadata={**stream_summary(samples, outputs),
+                                  "dataset": params.dataset, "where": where})
 
 
 def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None]:

@@ -40,8 +40,9 @@ SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosi
 
 
 def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
-                   reference: Path, where: str = "") -> GateResult:
-    """Passed only when every limit the gate sets is measured and met."""
+                   reference: Path, where: str = "", counted: str = "samples") -> GateResult:
+    """Passed only when every limit the gate sets is measured and met; `counted`: what a
+    compared row is (a stream's: steps)."""
     of = (f" (output '{gate.output}{gate.part_label}')" if gate.output else
           f" (outputs {', '.join(gate.checked_outputs)})" if gate.boxes else "")
     details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
@@ -60,7 +61,7 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
               if getattr(gate, key) is not None}
     n = int(metrics["samples"])
     # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
-    head = f"on {n} samples of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
+    head = f"on {n} {counted} of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
     refusal = _refusal(found, gate)
     if refusal is not None:
         return GateResult(target=target, gate=name, status=GateStatus.FAILED,

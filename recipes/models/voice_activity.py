@@ -6,10 +6,10 @@ model: each step takes 512 new samples at 16 kHz after the previous step's last 
 the sample rate `sr` (a scalar; it selects the 16 kHz branch of an `If`). It returns
 the speech probability `output` [1, 1] and the next state `stateN`.
 
-Each sample here is one step with the state FP32 ONNX Runtime carried to it over the
-whole file (teacher forcing): a build is gated on what it computes for a step given
-the state it would have been handed, which is what a step-by-step accuracy gate can
-check until streams (each build carrying its own state) are evaluated.
+`recording` gives the file as one sample, a sequence the recipe's `stream:` cuts into
+steps, each build carrying its own state (docs/recipes.md#streams). `windows` gives
+single steps, each with the state FP32 ONNX Runtime carried to it over the whole file
+(teacher forcing): data of single steps, for what cannot take a stream (calibration).
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ def read_wav(path: Path) -> np.ndarray:
         pcm = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2")
     audio: np.ndarray = pcm.astype(np.float32) / 32768.0
     return audio
+
+
+def recording(wav: str = "../data/speech/speech.wav") -> dict[str, Any]:
+    """{input: 1×T float32}: the whole file as one sample, which the recipe's `stream:`
+    cuts into steps (512 new samples after the previous step's last 64)."""
+    return {"input": read_wav(HERE / wav)[None]}
 
 
 def windows(wav: str = "../data/speech/speech.wav") -> dict[str, Any]:
