@@ -70,16 +70,16 @@ def check_stream(recipe: Recipe) -> Report:
     inputs = {t.name: t for t in recipe.inputs}
     pairs = list(recipe.state)
     for index, pair in enumerate(pairs):
-        here = ("state", str(index))
+        here: tuple[str, ...] = ("state", str(index))
+        value = inputs[pair.input].value if pair.input in inputs else None
         if pair.input not in inputs:
             found.append(((*here, "input"), f"no model input '{pair.input}'",
                           did_you_mean(pair.input, inputs) or f"inputs: {', '.join(inputs)}"))
-        elif inputs[pair.input].value is not None \
-                and float(inputs[pair.input].value) != pair.initial_value:
+        elif value is not None and float(value) != pair.initial_value:
             found.append(((*here, "initial"), f"input '{pair.input}' declares `value: "
-                          f"{inputs[pair.input].value}`, and its state starts at "
-                          f"{pair.initial}", "give the first step's state once: remove "
-                          "`value:` from the input, `initial:` takes its place"))
+                          f"{value}`, and its state starts at {pair.initial}",
+                          "give the first step's state once: remove `value:` from the "
+                          "input, `initial:` takes its place"))
         if pair.output not in recipe.outputs:
             found.append(((*here, "output"), f"no model output '{pair.output}'",
                           did_you_mean(pair.output, recipe.outputs)
