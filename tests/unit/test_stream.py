@@ -81,7 +81,7 @@ def test_a_recipe_without_state_keeps_its_declarations(monkeypatch: pytest.Monke
             return ""
 
     spec = CallableDataset(kind="callable", function="numpy:zeros")
-    digest_module.dataset_digest(spec, Path("."), Stats())  # type: ignore[arg-type]
+    digest_module.dataset_digest(spec, Path(), Stats())  # type: ignore[arg-type]
     assert hashed[0]["spec"] == {k: v for k, v in spec.model_dump(mode="json").items()
                                  if k != "stream"}
 

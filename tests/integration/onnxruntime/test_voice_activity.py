@@ -136,3 +136,27 @@ def session_path() -> Path:
     spec = importlib.util.find_spec(model.package)
     assert spec is not None and spec.submodule_search_locations
     return Path(next(iter(spec.submodule_search_locations))) / model.path
+
+
+def test_a_timed_step_carries_the_state_the_previous_one_returned() -> None:
+    """Latency of a stream is per step: each timed run is fed the state the run before it
+    returned (from the declared initial zeros), as the deployed loop is."""
+    from edgebuild.gates.latency import _step
+
+    io = load_recipe(RECIPE).recipe.io_declarations()
+    (feeds,) = sample_inputs(io["inputs"], seed=0, count=1)
+    assert not feeds["state"].any()  # `initial: zeros`
+
+    class Session:  # the runner interface the step uses, over the real model
+        def infer(self, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return dict(zip(["output", "stateN"], session().run(None, given),  # type: ignore[attr-defined]
+                            strict=True))
+
+    step = _step(Session(), feeds, io["state"])  # type: ignore[arg-type]
+    timed = [step()["output"] for _ in range(3)]  # type: ignore[index]
+    state, expected = feeds["state"], []
+    for _ in range(3):
+        probability, state = session().run(None, {**feeds, "state": state})  # type: ignore[attr-defined]
+        expected.append(probability)
+    np.testing.assert_allclose(np.concatenate(timed), np.concatenate(expected), atol=1e-6)
+    assert not np.allclose(expected[0], expected[2], atol=1e-6)  # the state changed them
