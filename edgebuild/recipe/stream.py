@@ -45,9 +45,11 @@ class StatePair(Strict):
 
 
 class StreamSteps(Strict):
-    """How a dataset's sample is cut into the model's steps: consecutive windows along
-    one axis of one input, in order, each `hop` new values after the previous window's
-    last `window - hop` (zeros before the first). A tail shorter than `hop` is dropped."""
+    """How a dataset's sample is cut into the model's steps.
+
+    Consecutive windows along one axis of one input, in order, each `hop` new values
+    after the previous window's last `window - hop` (zeros before the first). A tail
+    shorter than `hop` is dropped."""
 
     input: str | None = Field(None, description="The input cut into steps; default: the "
                               "dataset's `input` (its first model input).")
