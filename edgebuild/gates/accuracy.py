@@ -96,7 +96,8 @@ def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None
 def compare(candidate: Path, reference: Path, output: str | None = None,
             task: str = "classification", *, part: OutputSlice | None = None,
             channel_axis: int | str | None = None, margin: float | None = None,
-            scaled_limits: dict[str, float] | None = None) -> Comparison:
+            scaled_limits: dict[str, float] | None = None,
+            rows: int | None = None) -> Comparison:
     """The metrics of one output (or `part` of it) against FP32, and what explains them.
 
     Comparisons with FP32 are per sample, so one sample cannot hide another's error;
@@ -105,12 +106,21 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
     no figure computed over it means anything. `channel_axis`: cosine, relative error
     and PSNR per channel, the worst one gated. `scaled_limits` (min_cosine,
     max_relative_error, min_psnr on the whole output): refused with `blind` in the
-    details when FP32 with its small-range channels zeroed would pass them.
+    details when FP32 with its small-range channels zeroed would pass them. `rows`: the
+    calls the outputs came from; an output with another row count has no sample axis,
+    and is refused rather than compared as if its first axis were the samples.
     """
     import numpy as np
 
     got, labels = _output(candidate, output)
     ref, _ = _output(reference, output)
+    if rows is not None and len(got) != rows:
+        raise ValueError(
+            f"output '{output or 'the first'}' has {len(got)} rows for {rows} samples: it "
+            f"has no sample "
+            f"axis (a recurrent state [2, 1, 128] concatenates to 2 rows a sample), so its "
+            f"first axis is not the samples. Declare it in `state:` with the input it "
+            f"feeds, and it is compared one sample (one step) at a time")
     if got.shape != ref.shape:
         raise ValueError(f"output shape {got.shape} differs from the reference {ref.shape}")
     got, ref = take(got, part), take(ref, part)

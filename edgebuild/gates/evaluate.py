@@ -103,7 +103,7 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
                f"steps ({meta['sequences']} sequence{'s' * (meta['sequences'] != 1)}, "
                "each build carrying its own state)")
     result = judge_accuracy(target, name, gate, infer.artifact.main, reference.artifact.main,
-                            where, counted)
+                            where, counted, meta.get("samples"))
     layers = _layer_reports(stages, execution)
     if layers and "cannot compare" not in result.message:
         result.details["layers"] = layers

@@ -182,3 +182,24 @@ def test_state_outputs_are_stored_one_row_per_step(tmp_path: Path) -> None:
     with np.load(tmp_path / "o.npz") as stored:
         assert stored["output:out"].shape == (5, 1)
         assert stored["output:stateN"].shape == (5, 2, 1, 128)
+
+
+def test_an_output_without_a_sample_axis_is_not_compared_as_if_it_had_one(
+        tmp_path: Path) -> None:
+    """Without `state:`, a state output [2, 1, 128] concatenates to 2 rows a sample: the
+    gate fails naming the cause and the fix, instead of counting 974 "samples"."""
+    from edgebuild.gates.verdict import judge_accuracy
+    from edgebuild.recipe.accuracy import AccuracyGate
+
+    samples = Samples({"input": np.zeros((3, 4), np.float32)}, None, ["#0", "#1", "#2"])
+    outputs = [{"stateN": np.full((2, 1, 128), i, np.float32)} for i in range(3)]
+    save_outputs(tmp_path / "a.npz", outputs, samples)
+    gate = AccuracyGate(dataset="speech", output="stateN", task="regression",
+                        min_cosine=0.99)
+    result = judge_accuracy("host-cpu", "accuracy", gate, tmp_path / "a.npz",
+                            tmp_path / "a.npz", rows=3)
+    assert not result and "has 6 rows for 3 samples" in result.message
+    assert "Declare it in `state:`" in result.message
+    save_outputs(tmp_path / "b.npz", outputs, samples, {"stateN"})  # declared: one row each
+    assert judge_accuracy("host-cpu", "accuracy", gate, tmp_path / "b.npz",
+                          tmp_path / "b.npz", rows=3)
