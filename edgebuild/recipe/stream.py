@@ -116,8 +116,8 @@ def check_stream(recipe: Recipe) -> Report:
             found.append(((*here, "axis"), f"input '{cut}' {tensor.shape} has no axis "
                           f"{steps.axis}", f"an axis from 1 to {len(tensor.shape) - 1}"))
         elif steps.hop > tensor.shape[steps.axis]:
-            found.append(((*here, "hop"), f"hop {steps.hop} is longer than the window, "
-                          f"input '{cut}''s size {tensor.shape[steps.axis]} along axis "
+            found.append(((*here, "hop"), f"hop {steps.hop} is longer than the window: "
+                          f"input '{cut}' is {tensor.shape[steps.axis]} along axis "
                           f"{steps.axis}", "values between windows would never be fed"))
     return found + _gates_on_states(recipe)
 
