@@ -42,12 +42,14 @@ class IoSpec:
 
     `folded`: the declarations of the inputs an upstream stage bound into the graph as
     constants (`fold-inputs`, each with its `value`); they are no longer in `inputs`, so
-    nothing feeds them."""
+    nothing feeds them. `state`: the recipe's `state:` pairs (input, output, initial
+    value): a step's output that is the next step's input (edgebuild/data/stream.py)."""
 
     inputs: list[dict[str, Any]]
     outputs: list[str]
     shapes: dict[str, dict[str, int]] = field(default_factory=dict)
     folded: list[dict[str, Any]] = field(default_factory=list)
+    state: list[dict[str, Any]] = field(default_factory=list)
 
 
 _UNDECLARED_HINT = ("a params field that names a recipe dataset must be typed DatasetRef "

@@ -99,7 +99,10 @@ def dataset_digest(spec: DatasetSpec, base_dir: Path, stats: StatCache) -> str:
     missing = [f for _, f in files if not f.is_file()]
     if missing:
         raise DataError(f"dataset file not found: {missing[0]}")
+    dumped = spec.model_dump(mode="json")
+    if dumped.get("stream") is None:  # a dataset declared before streams keeps its key
+        dumped.pop("stream", None)
     return digest_json({
-        "spec": spec.model_dump(mode="json"),
+        "spec": dumped,
         "files": [[name, stats.digest(f)] for name, f in files],
     })

@@ -18,6 +18,7 @@ import numpy as np
 
 from edgebuild.data.boxes import BoxTransform, ImageBoxes, read_coco, read_yolo
 from edgebuild.data.digest import image_files
+from edgebuild.data.stream import Steps
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import (
     CallableDataset,
@@ -38,6 +39,8 @@ class Samples:
     boxes: list[ImageBoxes] | None = None  # detection labels, one entry per sample
     # Inputs without a sample axis (`batch_axis: null`): fed as the dataset gives them.
     unbatched: frozenset[str] = frozenset()
+    # A stream (`stream:`): each sample is a sequence, cut into steps (data/stream.py).
+    steps: Steps | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -45,6 +48,14 @@ class Samples:
     def feed(self, index: int) -> dict[str, np.ndarray]:
         """Inputs of one sample: batch dimension kept (shape 1×…), except for an input
         without one, fed as it is (a recurrent state [2, 1, 128], a scalar [])."""
+        if self.steps is not None:
+            raise DataError(f"dataset '{self.steps.dataset}' is a stream: its samples are "
+                            "whole sequences, which only accuracy gates evaluate, step by "
+                            "step", "give this stage a dataset of single steps")
+        return self.sequence(index)
+
+    def sequence(self, index: int) -> dict[str, np.ndarray]:
+        """`feed`, also for a stream's sample: the whole sequence, uncut."""
         return {k: v[index, ...] if k in self.unbatched else v[index : index + 1]
                 for k, v in self.inputs.items()}
 
@@ -247,8 +258,10 @@ def read_idx(path: Path) -> np.ndarray:
     return reshaped
 
 
-def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: str) -> None:
-    """A DataError naming the dataset and input when a sample cannot feed the model."""
+def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: str,
+                         steps: Steps | None = None) -> None:
+    """A DataError naming the dataset and input when a sample cannot feed the model
+    (with `steps`, a stream's input any length along its axis, at least one hop)."""
     declared = {t["name"]: t for t in tensors}
     for input_name, array in samples.inputs.items():
         if input_name not in declared:
@@ -260,6 +273,12 @@ def check_matches_inputs(samples: Samples, tensors: list[dict[str, Any]], name: 
         # One sample: with a batch axis, a batch of 1; without, the entry as it is.
         got = [1, *array.shape[1:]] if batched else list(array.shape[1:])
         free = {int(k) for k in tensor["dynamic_axes"]} | ({0} if batched else set())
+        if steps is not None and input_name == steps.input:
+            free.add(steps.axis)
+            if len(got) > steps.axis and got[steps.axis] < steps.hop:
+                raise DataError(f"dataset '{name}' gives sequences of {got[steps.axis]} "
+                                f"values along axis {steps.axis} of '{input_name}', shorter "
+                                f"than one step ({steps.hop})")
         same_rank = len(got) == len(want)
         if not same_rank or any(g != w for i, (g, w) in enumerate(zip(got, want, strict=False))
                                 if i not in free):
@@ -298,7 +317,8 @@ def _shape_hint(input_name: str, got: list[int], want: list[int], whole: list[in
     return "check the dataset's preprocessing (resize, crop, layout)"
 
 
-def as_declared(samples: Samples, tensors: list[dict[str, Any]]) -> Samples:
+def as_declared(samples: Samples, tensors: list[dict[str, Any]],
+                steps: Steps | None = None) -> Samples:
     """The samples as the model takes them, in the declared input order: inputs
     without a sample axis marked, and every input the dataset leaves out filled with
     its declared `value` (check_matches_inputs has checked that each has one)."""
@@ -313,7 +333,7 @@ def as_declared(samples: Samples, tensors: list[dict[str, Any]]) -> Samples:
             shape = list(tensor["shape"])[1:] if batched else list(tensor["shape"])
             inputs[name] = np.full([count, *shape], tensor["value"], dtype=tensor["dtype"])
     unbatched = frozenset(t["name"] for t in tensors if t.get("batch_axis", 0) is None)
-    return Samples(inputs, samples.labels, samples.names, samples.boxes, unbatched)
+    return Samples(inputs, samples.labels, samples.names, samples.boxes, unbatched, steps)
 
 
 def without_folded(samples: Samples, folded: dict[str, Any], name: str) -> Samples:
@@ -333,4 +353,5 @@ def without_folded(samples: Samples, folded: dict[str, Any], name: str) -> Sampl
                             "only: evaluate it on data at that value, or do not fold the "
                             "input for this target")
     kept = {k: v for k, v in samples.inputs.items() if k not in folded}
-    return Samples(kept, samples.labels, samples.names, samples.boxes, samples.unbatched)
+    return Samples(kept, samples.labels, samples.names, samples.boxes, samples.unbatched,
+                   samples.steps)

@@ -40,7 +40,8 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
     params = op.Params.model_validate(spec["params"])
     target = spec.get("target")
     io = IoSpec(inputs=spec["io"]["inputs"], outputs=spec["io"]["outputs"],
-                shapes=spec["io"].get("shapes", {}), folded=spec["io"].get("folded", []))
+                shapes=spec["io"].get("shapes", {}), folded=spec["io"].get("folded", []),
+                state=spec["io"].get("state", []))
     recipe_dir = Path(spec["recipe_dir"])
     ctx = StageContext(
         stage_id=spec["stage_id"],
@@ -76,7 +77,7 @@ def context_from_recipe(stage_id: str, inputs: dict[str, Artifact], out: Path,
     `datasets`.
     """
     io = IoSpec(inputs=recipe["inputs"], outputs=recipe["outputs"],
-                shapes=recipe.get("shapes", {}))
+                shapes=recipe.get("shapes", {}), state=recipe.get("state", []))
     return StageContext(
         stage_id=stage_id, out=out, io=io, recipe_dir=recipe_dir, target=target,
         artifacts=dict(inputs),
@@ -103,8 +104,13 @@ def _loader(name: str, data: dict[str, Any], recipe_dir: Path,
         spec: DatasetSpec = TypeAdapter(DatasetSpec).validate_python(data)
         samples = load_dataset(spec, recipe_dir, [t["name"] for t in io.inputs], name)
         samples = without_folded(samples, {t["name"]: t["value"] for t in io.folded}, name)
-        check_matches_inputs(samples, io.inputs, name)
-        return as_declared(samples, io.inputs)
+        steps = None
+        if spec.stream is not None:
+            from edgebuild.data.stream import declared_steps
+
+            steps = declared_steps(spec.stream, spec.input, io.inputs, name, samples)
+        check_matches_inputs(samples, io.inputs, name, steps)
+        return as_declared(samples, io.inputs, steps)
 
     return load
 

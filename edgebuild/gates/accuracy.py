@@ -63,17 +63,21 @@ class Infer(Op):
         reason = backend.unmeasurable_reason(ctx.target, "accuracy")
         if reason:
             return OpResult(main="", format="outputs", unmeasurable=reason)
+        from edgebuild.data.stream import evaluate, first_feeds, stream_summary
+
         samples = ctx.dataset(params.dataset)
         threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             where = runner.label(backend.where(ctx.target, "accuracy"))
             if len(samples):  # a dataset at another size than the example: resize first
-                runner.reshape({n: list(a.shape) for n, a in samples.feed(0).items()})
-            outputs = [runner.infer(samples.feed(i)) for i in range(len(samples))]
-        save_outputs(ctx.out / "outputs.npz", outputs, samples)
+                runner.reshape({n: list(a.shape) for n, a in first_feeds(samples).items()})
+            # one call per sample, or per step of a stream with this build's own state
+            outputs = evaluate(samples, ctx.io.state, runner.infer)
+        save_outputs(ctx.out / "outputs.npz", outputs, samples,
+                     {p["output"] for p in ctx.io.state})
         return OpResult(main="outputs.npz", format="outputs",
-                        metadata={"samples": len(samples), "dataset": params.dataset,
-                                  "where": where})
+                        metadata={**stream_summary(samples, outputs),
+                                  "dataset": params.dataset, "where": where})
 
 
 def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -101,7 +105,8 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
             task: str = "classification", *, part: OutputSlice | None = None,
             channel_axis: int | str | None = None, margin: float | None = None,
             scaled_limits: dict[str, float] | None = None,
-            sequence: SequenceOptions | None = None) -> Comparison:
+            sequence: SequenceOptions | None = None,
+            rows: int | None = None) -> Comparison:
     """The metrics of one output (or `part` of it) against FP32, and what explains them.
 
     Comparisons with FP32 are per sample, so one sample cannot hide another's error;
@@ -112,13 +117,22 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
     max_relative_error, min_psnr on the whole output): refused with `blind` in the
     details when FP32 with its small-range channels zeroed would pass them.
     `sequence`: the class axis (per-position agreement), CTC decoding, a decision
-    threshold and the range check (gates/sequence.py).
+    threshold and the range check (gates/sequence.py). `rows`: the calls the outputs
+    came from; an output with another row count has no sample axis, and is refused
+    rather than compared as if its first axis were the samples.
     """
     import numpy as np
 
     options = sequence or SequenceOptions()
     got, labels = _output(candidate, output)
     ref, _ = _output(reference, output)
+    if rows is not None and len(got) != rows:
+        raise ValueError(
+            f"output '{output or 'the first'}' has {len(got)} rows for {rows} samples: it "
+            f"has no sample "
+            f"axis (a recurrent state [2, 1, 128] concatenates to 2 rows a sample), so its "
+            f"first axis is not the samples. Declare it in `state:` with the input it "
+            f"feeds, and it is compared one sample (one step) at a time")
     if got.shape != ref.shape:
         raise ValueError(f"output shape {got.shape} differs from the reference {ref.shape}")
     got, ref = take(got, part), take(ref, part)

@@ -103,8 +103,12 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
             return blocked
     assert infer and infer.artifact and reference and reference.artifact
     where = str(infer.artifact.metadata.get("where") or "")
+    meta = infer.artifact.metadata
+    counted = ("samples" if "steps" not in meta else  # a stream: each build's own state
+               f"steps ({meta['sequences']} sequence{'s' * (meta['sequences'] != 1)}, "
+               "each build carrying its own state)")
     result = judge_accuracy(target, name, gate, infer.artifact.main, reference.artifact.main,
-                            where)
+                            where, counted, meta.get("samples"))
     layers = _layer_reports(stages, execution)
     if layers and "cannot compare" not in result.message:
         result.details["layers"] = layers
@@ -224,7 +228,8 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
 
         note = (" (its 95 % interval reaches past the budget: close to the limit)"
                 if high is not None else f" ({unbounded_note(key, [low, high])})")
-    message = (f"{key} {value:.3f} ms [95 % CI {_bound(low)}–{_bound(high)}] over "
+    per = " per step" if stats.get("per") == "step" else ""  # a stream's: one step a run
+    message = (f"{key} {value:.3f} ms{per} [95 % CI {_bound(low)}–{_bound(high)}] over "
                f"{stats['n']} runs, budget {budget:g} ms{note}{where}")
     status, fails = _status(ok), not ok
     details: dict[str, Any] = {}
@@ -268,6 +273,7 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
         limits=limits,
         details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
                  "where": stats.get("where", ""), **details,
+                 **({"per": "step"} if per else {}),
                  **({"samples_ms": _subsample(samples)} if samples else {})},
         message=message)
 

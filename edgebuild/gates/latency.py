@@ -17,6 +17,7 @@ same run competes for the cores.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.artifact import UNTRUSTED
@@ -122,8 +123,9 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
         if not ctx.io.shapes:
             raise  # the declared shapes themselves: the stage fails as it always did
         return refused(shapes)
+    step = _step(runner, feeds, ctx.io.state)
     before = conditions(settings.threads)
-    samples, busy = _timed(lambda: runner.infer(feeds), settings)
+    samples, busy = _timed(step, settings)
     tries, budget = 1, None
     while _too_busy(busy, settings) and tries < MAX_TRIES:
         from edgebuild.measure.quiet import WaitBudget, wait_for_quiet
@@ -131,7 +133,7 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
         assert settings.max_busy_share is not None
         budget = budget or WaitBudget.from_env()
         wait_for_quiet(settings.max_busy_share, budget, ctx.stage_id)
-        samples, busy = _timed(lambda: runner.infer(feeds), settings)
+        samples, busy = _timed(step, settings)
         tries += 1
     after = conditions(settings.threads)
     summary = summarize(samples)
@@ -143,9 +145,31 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
             f"not measurable here: other processes used {busy:.0%} of the CPU while timing, "
             f"{tries} times (limit {settings.max_busy_share:.0%}, measure.max_busy_share); "
             "the figure would time them, not the model. Re-run on a quieter machine")
+    if ctx.io.state:  # one timed run is one step of the stream, its state carried
+        summary["per"] = "step"
     # What the artifact produced at this profile: the proof that it ran at its size.
     return {**summary, "shapes": shapes, "output_shapes": shapes_of(outputs),
             "samples": samples}
+
+
+def _step(runner: Runner, feeds: dict[str, np.ndarray],
+          state: list[dict[str, Any]]) -> Callable[[], object]:
+    """One timed run: an inference; for a recurrent model (`state:`) one step, fed the
+    state the previous timed step returned (from the declared initial state), as a
+    deployed stream runs."""
+    if not state:
+        return lambda: runner.infer(feeds)
+    from edgebuild.data.stream import next_state
+
+    carried = dict(feeds)
+
+    def step() -> object:
+        found = runner.infer(carried)
+        for pair in state:
+            carried[pair["input"]] = next_state(found, pair, carried[pair["input"]])
+        return found
+
+    return step
 
 
 def shapes_of(arrays: dict[str, Any]) -> dict[str, list[int]]:

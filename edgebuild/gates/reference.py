@@ -7,6 +7,7 @@ reference. For an ONNX model it is ONNX Runtime with optimizations disabled.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,11 +30,15 @@ class DatasetParams(BaseModel):
     dataset: DatasetRef
 
 
-def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples) -> None:
+def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples,
+                 states: Collection[str] = ()) -> None:
+    """Every call's outputs, one row per call (sample or step): an output with a batch
+    axis concatenated along it, a state output (`states`, which has none) stacked."""
     import numpy as np
 
     names = list(outputs[0])
-    arrays = {f"output:{n}": np.concatenate([o[n] for o in outputs]) for n in names}
+    arrays = {f"output:{n}": (np.stack if n in states else np.concatenate)(
+        [o[n] for o in outputs]) for n in names}
     if samples.labels is not None:
         arrays["labels"] = np.asarray(samples.labels)
     if samples.boxes is not None:  # ragged: all boxes in one array, and a count per sample
@@ -56,8 +61,9 @@ class Reference(Op):
     summary = "FP32 reference outputs of the source model"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
+        from edgebuild.data.stream import evaluate, stream_summary
+
         samples = ctx.dataset(params.dataset)
-        outputs: list[dict[str, np.ndarray]] = []
         if "model" in ctx.inputs:  # an ONNX source
             import onnxruntime as ort
 
@@ -66,21 +72,27 @@ class Reference(Op):
             session = ort.InferenceSession(str(ctx.input().main), so,
                                            providers=["CPUExecutionProvider"])
             names = [o.name for o in session.get_outputs()]
-            for i in range(len(samples)):
-                outputs.append(dict(zip(names, session.run(names, samples.feed(i)),
-                                        strict=True)))
+
+            def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                return dict(zip(names, session.run(names, feeds), strict=True))
+
+            outputs = evaluate(samples, ctx.io.state, infer)
         else:
             import torch
 
             from edgebuild.passes.torch_model import build_torch_model
 
             model = build_torch_model(ctx.model_source, ctx.recipe_dir)
-            names = ctx.io.outputs
+
+            def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                result = model(*(torch.from_numpy(v) for v in feeds.values()))
+                result = [result] if isinstance(result, torch.Tensor) else list(result)
+                return {n: r.numpy() for n, r in zip(ctx.io.outputs, result, strict=False)}
+
             with torch.no_grad():
-                for i in range(len(samples)):
-                    result = model(*(torch.from_numpy(v) for v in samples.feed(i).values()))
-                    result = [result] if isinstance(result, torch.Tensor) else list(result)
-                    outputs.append({n: r.numpy() for n, r in zip(names, result, strict=False)})
-        save_outputs(ctx.out / "outputs.npz", outputs, samples)
+                outputs = evaluate(samples, ctx.io.state, infer)
+        save_outputs(ctx.out / "outputs.npz", outputs, samples,
+                     {p["output"] for p in ctx.io.state})
         return OpResult(main="outputs.npz", format="outputs",
-                        metadata={"samples": len(samples), "dataset": params.dataset})
+                        metadata={**stream_summary(samples, outputs),
+                                  "dataset": params.dataset})

@@ -46,8 +46,11 @@ SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosi
 
 
 def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
-                   reference: Path, where: str = "") -> GateResult:
-    """Passed only when every limit the gate sets is measured and met."""
+                   reference: Path, where: str = "", counted: str = "samples",
+                   rows: int | None = None) -> GateResult:
+    """Passed only when every limit the gate sets is measured and met; `counted`: what a
+    compared row is (a stream's: steps); `rows`: how many calls the outputs came from,
+    which an output with a sample axis has as many rows as."""
     of = (f" (output '{gate.output}{gate.part_label}')" if gate.output else
           f" (outputs {', '.join(gate.checked_outputs)})" if gate.boxes else "")
     details: dict[str, Any] = {"dataset": gate.dataset, "output": gate.output,
@@ -55,7 +58,7 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
     if gate.slice is not None:
         details["slice"] = gate.slice.model_dump()
     try:
-        found = _compare(candidate, reference, gate)
+        found = _compare(candidate, reference, gate, rows)
     except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
         return GateResult(target=target, gate=name, status=GateStatus.FAILED,
                           counts_as_failure=True, details=details,
@@ -66,7 +69,7 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
               if getattr(gate, key) is not None}
     n = int(metrics["samples"])
     # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
-    head = f"on {n} samples of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
+    head = f"on {n} {counted} of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
     refusal = _refusal(found, gate)
     if refusal is not None:
         return GateResult(target=target, gate=name, status=GateStatus.FAILED,
@@ -91,13 +94,14 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
                       measured=metrics, limits=limits, details=details, message=message)
 
 
-def _compare(candidate: Path, reference: Path, gate: AccuracyGate) -> Comparison:
+def _compare(candidate: Path, reference: Path, gate: AccuracyGate,
+             rows: int | None = None) -> Comparison:
     if gate.task is not AccuracyTask.DETECTION:
         scaled = {k: float(getattr(gate, k)) for k in SCALED_LIMITS
                   if getattr(gate, k) is not None}
         return compare(candidate, reference, gate.output, gate.task.value, part=gate.slice,
                        channel_axis=gate.channel_axis, margin=gate.margin,
-                       scaled_limits=scaled,
+                       scaled_limits=scaled, rows=rows,
                        sequence=SequenceOptions(gate.class_axis, gate.blank, gate.threshold,
                                                 gate.range_tolerance))
     from edgebuild.gates.detection import (

@@ -21,7 +21,8 @@ def first(samples: Samples, count: int) -> Samples:
     return Samples({k: v[:count] for k, v in samples.inputs.items()},
                    None if samples.labels is None else samples.labels[:count],
                    samples.names[:count],
-                   None if samples.boxes is None else samples.boxes[:count])
+                   None if samples.boxes is None else samples.boxes[:count],
+                   samples.unbatched, samples.steps)
 
 
 def feeds(samples: Samples) -> list[dict[str, np.ndarray]]:

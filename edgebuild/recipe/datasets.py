@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from edgebuild.recipe.common import FileRef, PackageFile, Strict
+from edgebuild.recipe.stream import StreamSteps
 
 
 class Sampling(Strict):
@@ -21,6 +22,10 @@ class Sampling(Strict):
     input: str | None = Field(
         None, description="Model input fed by this dataset; default: the first input."
     )
+    stream: StreamSteps | None = Field(
+        None, description="Each sample is a sequence (a recording), cut into the model's "
+        "steps and evaluated step by step with the recipe's `state:` carried "
+        "(docs/recipes.md#streams). Only accuracy gates read such a dataset.")
 
 
 class Normalize(Strict):

@@ -31,6 +31,7 @@ from edgebuild.recipe.models import (
 )
 from edgebuild.recipe.onnx_inputs import check_onnx_inputs
 from edgebuild.recipe.search import Candidate, GridError, expand
+from edgebuild.recipe.stream import check_stream
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
 from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml
@@ -145,7 +146,8 @@ class _CrossCheck:
                       "give `model.factory`, or remove `custom_ops:`")
         self._passes(self.recipe.passes, ("passes",))
         self._shapes()
-        for loc, message, hint in check_onnx_inputs(self.recipe, self.base_dir):
+        for loc, message, hint in [*check_onnx_inputs(self.recipe, self.base_dir),
+                                   *check_stream(self.recipe)]:
             self._add(loc, message, hint)
         self._code(self.recipe.model.factory, ("model", "factory"))
         inputs = [t.name for t in self.recipe.inputs]
@@ -410,7 +412,7 @@ class _CrossCheck:
         listed = isinstance(gates.accuracy, list)
         for index, gate in enumerate(gates.accuracy_gates):
             here = (*loc, str(index)) if listed else loc
-            self._dataset(gate.dataset, (*here, "dataset"))
+            self._dataset(gate.dataset, (*here, "dataset"), streams=True)
             self._box_labels(gate, here)
             for key in ("output", "boxes", "scores", "classes"):
                 named = getattr(gate, key)
@@ -438,10 +440,18 @@ class _CrossCheck:
         if missing is not None:
             self._add(loc, *missing)
 
-    def _dataset(self, name: str, loc: tuple[str, ...], note: str = "") -> None:
+    def _dataset(self, name: str, loc: tuple[str, ...], note: str = "",
+                 streams: bool = False) -> None:
+        """`name` is a declared dataset; a stream's samples are whole sequences, which
+        only accuracy gates (`streams`) evaluate step by step."""
         if name not in self.recipe.datasets:
             self._add(loc, f"no dataset named '{name}'{note}",
                       did_you_mean(name, self.recipe.datasets) or "declare it under `datasets:`")
+        elif not streams and self.recipe.datasets[name].stream is not None:
+            self._add(loc, f"dataset '{name}'{note} is a stream (`stream:`): its samples "
+                      "are whole sequences, evaluated step by step by accuracy gates only",
+                      "give this a dataset of single steps (each sample one step's inputs, "
+                      "the state included)")
 
     def _options(self, loaded: LoadedProfile, overrides: dict[str, Any],
                  merged: dict[str, Any], loc: tuple[str, ...]) -> None:

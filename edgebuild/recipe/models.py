@@ -27,6 +27,7 @@ from edgebuild.recipe.custom_ops import CustomOp, check_op_types
 from edgebuild.recipe.datasets import DatasetSpec
 from edgebuild.recipe.inputs import TensorSpec
 from edgebuild.recipe.prepost import PrePost
+from edgebuild.recipe.stream import StatePair
 
 __all__ = ["CLASS_LIMITS", "DETECTION_KEYS", "DETECTION_LIMITS", "LABELLED_BOX_KEYS",
            "VALUE_LIMITS", "AccuracyGate", "AccuracyTask", "OutputSlice", "TensorSpec"]
@@ -334,6 +335,11 @@ class Recipe(Strict):
     inputs: list[TensorSpec] = Field(min_length=1, description="The model's inputs, in order.")
     outputs: list[str] = Field(default_factory=lambda: ["output"], min_length=1,
                                description="Output names; the first is the one gates compare.")
+    state: list[StatePair] = Field(
+        default_factory=list, description="Recurrent states: each pairs a state input with "
+        "the output that feeds it at the next step. A dataset with `stream:` is then "
+        "evaluated step by step, each build carrying its own state; latency times one step "
+        "(docs/recipes.md#streams).")
     shapes: dict[str, dict[str, Annotated[int, Field(ge=1)]]] = Field(
         default_factory=dict, description="Shape profiles every target is measured at (and "
         "OpenVINO/TensorRT bound their dynamic dimensions by): profile name -> {dynamic axis "
@@ -371,6 +377,13 @@ class Recipe(Strict):
         """
         inputs = [t.declaration() for t in self.inputs]
         io: dict[str, Any] = {"inputs": inputs, "outputs": list(self.outputs)}
+        if self.state:  # left out without one: a recipe without state keeps its keys
+            io["state"] = [{"input": p.input, "output": p.output, "initial": p.initial_value}
+                           for p in self.state]
+            first = {p.input: p.initial_value for p in self.state}
+            for tensor in inputs:  # latency and generated inputs start from it too
+                if tensor["name"] in first and tensor.get("value") is None:
+                    tensor["value"] = first[tensor["name"]]
         if not self.shapes:
             return io
         entry = self.targets.get(target.split("[", 1)[0]) if target else None

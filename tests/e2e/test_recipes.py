@@ -206,7 +206,8 @@ def test_detector_recipe_host_cpu(tmp_path: Path) -> None:
                     reason="needs silero-vad (scripts/setup.sh installs it --no-deps)")
 def test_voice_activity_recipe(tmp_path: Path) -> None:
     """A streaming model: a scalar `sr` that selects an `If` branch (its declared value
-    16000 in latency runs), a state without a sample axis (issue 30)."""
+    16000 in latency runs), a state without a sample axis, the recording evaluated step
+    by step with each build's own state, latency per step (issue 30)."""
     out = tmp_path / "out"
     cold = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
     if cold.returncode in (0, 1):
@@ -216,10 +217,15 @@ def test_voice_activity_recipe(tmp_path: Path) -> None:
     accuracy = gate(report, "accuracy[output]")
     assert accuracy["measured"]["samples"] == 487
     assert accuracy["measured"]["max_abs_error"] <= 1e-3
+    assert "487 steps (1 sequence" in accuracy["message"]
     assert gate(report, "latency")["status"] in ("passed", "undecided")  # a busy machine
+    assert " ms per step " in gate(report, "latency")["message"]
+    assert {t["name"] for t in report["targets"]} == {"host-cpu", "intel-cpu", "host-cpu-int8"}
     # Again: all cached, but for a latency timed under load (never cached, issue 27).
     retimed = {s["id"] for s in report["stages"] if s["metadata"].get("untrusted")}
     cached = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
-    assert cached.returncode == 0, cached.stdout + cached.stderr
     again = json.loads((out / "report.json").read_text())["stages"]
     assert all(s["cached"] or s["id"] in retimed for s in again), again
+    if cached.returncode == 1:  # a latency re-timed under load may not be timeable now
+        skip_if_the_machine_was_busy(out)
+    assert cached.returncode == 0, cached.stdout + cached.stderr

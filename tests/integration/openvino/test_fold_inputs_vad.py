@@ -1,6 +1,7 @@
 """Silero VAD on OpenVINO: its `If` on the sample rate `sr` failed to convert; bound to the
 declared 16000 by `fold-inputs`, the folded graph converts, runs without being fed `sr`, and
-agrees with FP32 (issue 30). Without the pass, the compile error names it."""
+streamed step by step with its own state agrees with FP32 (issue 30). Without the pass, the
+compile error names it."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def test_folded_vad_builds_and_agrees_with_fp32_on_openvino(tmp_path: Path) -> N
     assert stage(report, "compile@intel-cpu")["metadata"]["graph"]["ops"].get("If") is None
     gates = {g.gate: g for g in report.targets[0].gates}
     assert gates["accuracy[output]"].measured["samples"] == 487
+    # the recording streamed step by step, OpenVINO carrying the state it returns
+    assert "487 steps (1 sequence, each build carrying its own state)" in \
+        gates["accuracy[output]"].message
     assert gates["accuracy[output]"].measured["max_abs_error"] <= 1e-3
     assert gates["accuracy[stateN]"].measured["cosine"] >= 0.9999
 

@@ -1,0 +1,131 @@
+"""Evaluate a dataset as the model is deployed: step by step, each step's state output
+fed back as the next step's state input (the recipe's `state:`, a dataset's `stream:`;
+the schema is edgebuild/recipe/stream.py).
+
+    sample (a recording) ── cut along `axis` ──▶ window 0, window 1, …   (hop new values each)
+    initial state ──▶ step(window 0, state) ──▶ outputs 0, state 1
+                      step(window 1, state 1) ──▶ outputs 1, state 2 …
+
+`infer` is whatever runs one step: the FP32 reference, or a build's runner. Each
+carries the state *it* returned, so an INT8 build is judged on the state it computes,
+never FP32's. Without a `stream:` every sample is one call, as always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgebuild.errors import DataError
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
+    from edgebuild.recipe.stream import StreamSteps
+
+Infer = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A dataset's `stream:` resolved against the declared inputs."""
+
+    dataset: str
+    input: str  # the input cut into steps
+    axis: int  # along this axis of it (0 is the batch)
+    window: int  # the input's declared size along `axis`
+    hop: int  # new values per step
+    reset: str  # "sample" | "never"
+
+    def count(self, length: int) -> int:
+        """Steps in a sequence of `length` values (a tail shorter than a hop is dropped)."""
+        return length // self.hop
+
+    def windows(self, values: np.ndarray) -> Iterator[np.ndarray]:
+        """The consecutive windows of one fed sample, in order: each `hop` new values after
+        the previous window's last `window - hop`, zeros before the first."""
+        context = self.window - self.hop
+        pad = list(values.shape)
+        pad[self.axis] = context
+        padded = np.concatenate([np.zeros(pad, values.dtype), values], axis=self.axis)
+        for step in range(self.count(values.shape[self.axis])):
+            index: list[Any] = [slice(None)] * values.ndim
+            index[self.axis] = slice(step * self.hop, step * self.hop + self.window)
+            yield np.ascontiguousarray(padded[tuple(index)])
+
+
+def declared_steps(spec: StreamSteps, dataset_input: str | None,
+                   tensors: list[dict[str, Any]], name: str, samples: Samples) -> Steps:
+    """`spec` for dataset `name`, its window read from the input's declared shape (the
+    recipe loader checked the axis and hop against it)."""
+    cut = spec.input or dataset_input or tensors[0]["name"]
+    declared = {t["name"]: t for t in tensors}
+    if cut not in declared:
+        raise DataError(f"dataset '{name}' is cut into steps along input '{cut}', which "
+                        "this build does not take", f"model inputs: {', '.join(declared)}")
+    if samples.labels is not None:
+        raise DataError(f"dataset '{name}' is a stream and gives labels: one per sample, "
+                        "while a stream is compared step by step",
+                        "drop the labels: the gates compare each step with FP32's")
+    shape = list(declared[cut]["shape"])
+    return Steps(name, cut, spec.axis, int(shape[spec.axis]), spec.hop, spec.reset)
+
+
+def first_feeds(samples: Samples) -> dict[str, np.ndarray]:
+    """The inputs of the first call, which a runner is resized to: the first sample's,
+    or with a stream its first step's."""
+    steps = samples.steps
+    if steps is None:
+        return samples.feed(0)
+    whole = samples.sequence(0)
+    return {**whole, steps.input: next(steps.windows(whole[steps.input]))}
+
+
+def evaluate(samples: Samples, state: list[dict[str, Any]], infer: Infer
+             ) -> list[dict[str, np.ndarray]]:
+    """Every call's outputs, in order: one per sample, or with a stream one per step of
+    every sample, `state` (the io's pairs) carried from each step to the next."""
+    steps = samples.steps
+    if steps is None:
+        return [infer(samples.feed(i)) for i in range(len(samples))]
+    outputs: list[dict[str, np.ndarray]] = []
+    carried: dict[str, np.ndarray] = {}
+    for index in range(len(samples)):
+        whole = samples.sequence(index)
+        if index == 0 or steps.reset == "sample":
+            carried = {p["input"]: whole[p["input"]] for p in state}
+        for window in steps.windows(whole[steps.input]):
+            found = infer({**whole, steps.input: window, **carried})
+            for pair in state:
+                carried[pair["input"]] = next_state(found, pair, carried[pair["input"]])
+            outputs.append(found)
+    return outputs
+
+
+def next_state(found: dict[str, np.ndarray], pair: dict[str, Any],
+                before: np.ndarray) -> np.ndarray:
+    """The state output as the next step's state input: its shape, in its dtype."""
+    name, into = pair["output"], pair["input"]
+    if name not in found:
+        raise DataError(f"the model returned no output '{name}', paired with state input "
+                        f"'{into}' (`state:`); it returned {', '.join(found)}")
+    value = np.asarray(found[name])
+    if value.shape != before.shape:
+        raise DataError(f"state output '{name}' has shape {list(value.shape)}, and state "
+                        f"input '{into}' takes {list(before.shape)}",
+                        "pair each state input with the output that returns it "
+                        "(`state: [{input, output}]`)")
+    return value.astype(before.dtype, copy=False)
+
+
+def stream_summary(samples: Samples, outputs: list[dict[str, np.ndarray]]) -> dict[str, Any]:
+    """What an evaluation stage reports about what it ran: the samples, and with a
+    stream the steps and how they were cut."""
+    steps = samples.steps
+    if steps is None:
+        return {"samples": len(outputs)}
+    return {"samples": len(outputs), "steps": len(outputs), "sequences": len(samples),
+            "stream": {"input": steps.input, "axis": steps.axis, "window": steps.window,
+                       "hop": steps.hop, "reset": steps.reset}}

@@ -1,0 +1,146 @@
+"""Streams: a recurrent model evaluated step by step, each build carrying its own state.
+
+Two declarations, because they belong to two things:
+
+- the recipe's `state:` pairs a state input with the output that feeds it at the next
+  step (`{input: state, output: stateN, initial: zeros}`): a property of the model;
+- a dataset's `stream:` says how one of its samples (a recording) is cut into steps
+  along an input's axis (`{axis: 1, hop: 512}`): a property of the data.
+
+Reference and infer then run every sample as a sequence of steps, each feeding its own
+state output back (edgebuild/data/stream.py), so an INT8 build is judged on the state it
+computes itself, as deployed. Checked here at validate time, at the lines written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from edgebuild.errors import did_you_mean
+from edgebuild.recipe.common import Strict
+
+if TYPE_CHECKING:
+    from edgebuild.recipe.models import Recipe
+
+Report = list[tuple[tuple[str, ...], str, str]]  # (key path, message, hint)
+
+
+class StatePair(Strict):
+    """A recurrent state: the input a step takes it by, the output the step returns it by."""
+
+    input: str = Field(description="The state input (one of `inputs:`, usually "
+                       "`batch_axis: null`).")
+    output: str = Field(description="The output that is the next step's `input` (one of "
+                        "`outputs:`), same shape and dtype.")
+    initial: Literal["zeros"] | float = Field(
+        "zeros", description="The state before a sequence's first step: `zeros`, or a "
+        "number every element takes. A dataset that gives the input gives each sample's "
+        "own. Also what latency runs and generated inputs start from (the input's `value`).")
+
+    @property
+    def initial_value(self) -> float:
+        return 0.0 if self.initial == "zeros" else float(self.initial)
+
+
+class StreamSteps(Strict):
+    """How a dataset's sample is cut into the model's steps.
+
+    Consecutive windows along one axis of one input, in order, each `hop` new values
+    after the previous window's last `window - hop` (zeros before the first). A tail
+    shorter than `hop` is dropped."""
+
+    input: str | None = Field(None, description="The input cut into steps; default: the "
+                              "dataset's `input` (its first model input).")
+    axis: int = Field(ge=1, description="The input's axis (as the model takes it: 0 is the "
+                      "batch) the sequence runs along, e.g. 1 for audio `[1, samples]`.")
+    hop: int = Field(ge=1, description="New values per step; the window is the input's "
+                     "declared size along `axis` (Silero VAD: 512 new samples in a 576 "
+                     "window, so each step also sees the previous step's last 64).")
+    reset: Literal["sample", "never"] = Field(
+        "sample", description="`sample`: the state starts again from `initial` at each "
+        "sample (each recording); `never`: it is carried from one sample's last step to "
+        "the next sample's first (each sample's first window still starts with zeros).")
+
+
+def check_stream(recipe: Recipe) -> Report:
+    """`state:` pairs name declared tensors, once each; each `stream:` cuts a declared,
+    batched input that is not a state along an axis it has, by at most its window;
+    gates on a state output take it whole, one step per sample."""
+    found: Report = []
+    inputs = {t.name: t for t in recipe.inputs}
+    pairs = list(recipe.state)
+    for index, pair in enumerate(pairs):
+        here: tuple[str, ...] = ("state", str(index))
+        value = inputs[pair.input].value if pair.input in inputs else None
+        if pair.input not in inputs:
+            found.append(((*here, "input"), f"no model input '{pair.input}'",
+                          did_you_mean(pair.input, inputs) or f"inputs: {', '.join(inputs)}"))
+        elif value is not None and float(value) != pair.initial_value:
+            found.append(((*here, "initial"), f"input '{pair.input}' declares `value: "
+                          f"{value}`, and its state starts at {pair.initial}",
+                          "give the first step's state once: remove `value:` from the "
+                          "input, `initial:` takes its place"))
+        if pair.output not in recipe.outputs:
+            found.append(((*here, "output"), f"no model output '{pair.output}'",
+                          did_you_mean(pair.output, recipe.outputs)
+                          or f"outputs: {', '.join(recipe.outputs)}"))
+        for key in ("input", "output"):
+            earlier = [i for i, p in enumerate(pairs[:index])
+                       if getattr(p, key) == getattr(pair, key)]
+            if earlier:
+                found.append(((*here, key), f"{key} '{getattr(pair, key)}' is already "
+                              f"paired by state.{earlier[0]}", "each state is one pair"))
+    states = {p.input for p in pairs}
+    for name, dataset in recipe.datasets.items():
+        steps = dataset.stream
+        if steps is None:
+            continue
+        here = ("datasets", name, "stream")
+        cut = steps.input or dataset.input or recipe.inputs[0].name
+        tensor = inputs.get(cut)
+        if tensor is None:
+            found.append(((*here, "input"), f"no model input '{cut}'",
+                          did_you_mean(cut, inputs) or f"inputs: {', '.join(inputs)}"))
+            continue
+        if cut in states:
+            found.append(((*here, "input"), f"'{cut}' is a state (`state:`): the steps "
+                          "feed it, it is not cut into them", "name the input the sequence "
+                          "runs along (the audio, the tokens)"))
+        elif tensor.batch_axis is None:
+            found.append(((*here, "input"), f"input '{cut}' has no sample axis "
+                          "(`batch_axis: null`), so a dataset cannot give it as sequences",
+                          "cut a batched input"))
+        elif steps.axis >= len(tensor.shape):
+            found.append(((*here, "axis"), f"input '{cut}' {tensor.shape} has no axis "
+                          f"{steps.axis}", f"an axis from 1 to {len(tensor.shape) - 1}"))
+        elif steps.hop > tensor.shape[steps.axis]:
+            found.append(((*here, "hop"), f"hop {steps.hop} is longer than the window: "
+                          f"input '{cut}' is {tensor.shape[steps.axis]} along axis "
+                          f"{steps.axis}", "values between windows would never be fed"))
+    return found + _gates_on_states(recipe)
+
+
+def _gates_on_states(recipe: Recipe) -> Report:
+    """A state output has no sample axis: a gate compares it whole, one step (or sample)
+    at a time, and a slice or channel axis of it would count from an axis it lacks."""
+    found: Report = []
+    states = {p.output for p in recipe.state}
+    for target, entry in recipe.targets.items():
+        gates = entry.gates
+        listed = isinstance(gates.accuracy, list)
+        for index, gate in enumerate(gates.accuracy_gates):
+            if gate.output not in states:
+                continue
+            here = ("targets", target, "gates", "accuracy", *((str(index),) if listed else ()))
+            for key in ("slice", "channel_axis"):
+                if getattr(gate, key) is not None:
+                    found.append(((*here, key), f"'{gate.output}' is a state output "
+                                  "(`state:`): it has no sample axis, and is compared whole "
+                                  "at each step", f"remove `{key}:` from this gate"))
+            if gate.task.value == "classification":
+                found.append(((*here, "task"), f"'{gate.output}' is a state output "
+                              "(`state:`), not class scores", "gate it with `task: "
+                              "regression` (min_cosine, max_abs_error)"))
+    return found
