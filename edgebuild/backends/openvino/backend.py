@@ -136,9 +136,14 @@ class OpenVinoBackend(Backend):
                      f"{options.device.value} here)",
             **self._on_this_host(ov, destination, options),
         }
+        # What took effect here, for a search's twin check (run/search.distinct): a hint
+        # the plugin did not honour runs exactly like the precision it ran as.
+        effective = ({"inference_precision": precision["effective_inference_precision"]}
+                     if precision.get("checked_on_this_host") else {})
         return OpResult(
             main="model.xml", format="openvino-ir",
             metadata={"openvino": ir.version(), "source_format": model.format,
+                      "effective_options": effective,
                       "device": options.device.value, "shapes": shapes,
                       "outputs": [o.get_any_name() for o in ov_model.outputs],
                       "graph": graph, "precision": precision})

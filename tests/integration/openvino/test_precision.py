@@ -145,6 +145,12 @@ def test_precisions_are_read_back_keyed_labelled_and_searchable(tmp_path: Path) 
     assert stages["compile@searched[hint-f32]"].key != \
         stages["compile@searched[hint-bf16]"].key
     assert targets["searched"].precision == rows[search.chosen].precision
+    if not native("bf16"):  # the same kernels: a twin of f32, never a winner by noise
+        assert search.chosen == "hint-f32"
+        assert rows["hint-bf16"].reason == ("builds and runs exactly like 'hint-f32', "
+                                            "which stands for it")
+    assert stages["compile@searched[hint-bf16]"].metadata["effective_options"] == {
+        "inference_precision": compiled["bf16"]["effective_inference_precision"]}
 
     # The rendered reports show it.
     summary = (out / "summary.md").read_text()
