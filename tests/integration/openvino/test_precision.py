@@ -130,6 +130,7 @@ def test_precisions_are_read_back_keyed_labelled_and_searchable(tmp_path: Path) 
              if g.gate == "accuracy"}
     assert "precision" not in where["f32"]
     assert f"precision {compiled['cpu-default']['label']}" in where["cpu-default"]
+    assert where["cpu-default"].startswith("precision ")  # this host: nothing before it
     for name in ("bf16", "f16"):
         if not native(name):
             assert f"precision {compiled[name]['label']}" in where[name]
