@@ -51,7 +51,9 @@ class Runner(ABC):
 
     def label(self, where: str) -> str:
         """`where` a figure comes from, with what ran instead if the runner fell back."""
-        return f"{where}; {self.fallback}" if self.fallback else where
+        if not self.fallback:
+            return where
+        return f"{where}; {self.fallback}" if where else self.fallback
 
     def input_metadata(self) -> TensorMeta:
         self._require_active()

@@ -55,6 +55,15 @@ class Artifact:
                    if any(name == s or name.startswith(f"{s}/") for s in ships))
 
     @property
+    def precision_label(self) -> str:
+        """The producer's own label of the precision this artifact runs in
+        (`metadata["precision"]["label"]`, e.g. OpenVINO's "bf16 requested; this CPU
+        has no native bf16 (…): ran as f32"), or '' when it establishes none."""
+        precision = self.metadata.get("precision")
+        label = precision.get("label") if isinstance(precision, dict) else None
+        return label if isinstance(label, str) else ""
+
+    @property
     def main(self) -> Path:
         """The primary file (e.g. model.onnx), named by the producing op."""
         return self.path / str(self.metadata.get("main", next(iter(self.files), "")))

@@ -17,7 +17,7 @@ from html import escape
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.report import svg
 from edgebuild.report.model import Report, SearchReport, TargetReport
-from edgebuild.report.render import _contained, _verdict
+from edgebuild.report.render import _contained, _verdict, adds
 
 STATUS_TEXT = {GateStatus.PASSED: "pass", GateStatus.FAILED: "FAIL",
                GateStatus.UNMEASURABLE: "not measurable", GateStatus.NOT_RUN: "not run",
@@ -126,10 +126,11 @@ def _overview(report: Report) -> str:
         size = f"{t.size_bytes / 1e6:.3g} MB" if t.size_bytes is not None else "—"
         rows.append(f'<tr><td><a href="#{_anchor(t.name)}">{escape(t.name)}</a></td>'
                     f"<td>{escape(t.profile)}</td><td>{escape(t.backend)}</td>"
-                    f"<td>{escape(t.format or '—')}</td><td class=\"num\">{size}</td>"
-                    f"<td>{chips}</td></tr>")
+                    f"<td>{escape(t.format or '—')}</td><td>{escape(t.precision or '—')}</td>"
+                    f"<td class=\"num\">{size}</td><td>{chips}</td></tr>")
     return ("<h2>Targets</h2><table><tr><th>target</th><th>profile</th><th>backend</th>"
-            "<th>format</th><th>size</th><th>gates</th></tr>" + "".join(rows) + "</table>")
+            "<th>format</th><th>precision</th><th>size</th><th>gates</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def _latency_gate(gates: list[GateResult]) -> GateResult | None:
@@ -266,7 +267,7 @@ def _search(name: str, search: SearchReport) -> str:
                 f" [{c.ratio_ci95[0]:.2f}–{c.ratio_ci95[1]:.2f}]" if c.ratio_ci95 else ""))
         rows.append(f'<tr class="{escape(c.state)}"><td class="status {escape(c.state)}">'
                     f"{escape(c.state)}{' ◆' if c.pareto else ''}</td>"
-                    f"<td><code>{escape(c.name)}</code></td><td>{escape(c.summary)}</td>"
+                    f"<td><code>{escape(c.name)}</code></td><td>{escape(adds(c))}</td>"
                     f'<td class="num">{num(c.p50_ms, ".3g")}</td>'
                     f'<td class="num">{num(c.p90_ms, ".3g")}</td><td>{ratio}</td>'
                     f'<td class="num">{num(c.top1_agreement)}</td>'

@@ -49,6 +49,8 @@ class CandidateReport(BaseModel):
     cosine: float | None = None
     top1: float | None = None
     size_mb: float | None = None
+    precision: str = Field("", description="Its compiled artifact's precision label "
+                           "(TargetReport.precision).")
     interleaved_ms: float | None = Field(
         None, description="Median in the select stage's interleaved comparison.")
     ratio: float | None = Field(None, description="Interleaved median / the chosen one's.")
@@ -82,6 +84,11 @@ class TargetReport(BaseModel):
     notes: dict[str, str] = Field(
         default_factory=dict, description="Markdown a backend wrote for reviewers, by file "
         "(e.g. the TFLite NNAPI coverage table).")
+    precision: str = Field(
+        "", description="The precision the artifact really runs in, as its compile stage "
+        "read it back (OpenVINO: the compiled model's INFERENCE_PRECISION_HINT and layer "
+        "precisions, saying when a requested bf16/f16 ran as f32); '' when the backend "
+        "does not establish one.")
     model: ModelMetadata | None = Field(
         None, description="The model's own metadata (an ONNX source's `metadata_props`: "
         "task, class names, stride, input size), as edgebuild read it.")

@@ -104,6 +104,7 @@ def markdown(report: Report) -> str:
             lines.append(f"| {md(target.name)} | {md(gate.gate)} | {ICONS[gate.status]} | "
                          f"{md(measured or gate.message)} | {md(limits)} |")
     lines += model_lines(report)
+    lines += precision_lines(report)
     for target in report.targets:
         if target.search is not None:
             lines += ["", *search_table(target.name, target.search)]
@@ -139,6 +140,16 @@ def model_lines(report: Report) -> list[str]:
             by_summary.setdefault(target.model.summary(), []).append(target.name)
     return ["", *(f"Model metadata from the ONNX file ({md(', '.join(names))}): {md(text)}"
                   for text, names in by_summary.items())] if by_summary else []
+
+
+def precision_lines(report: Report) -> list[str]:
+    """"Precision: `intel-cpu` f32; `intel-cpu-bf16` bf16 requested; this CPU has no
+    native bf16 (…): ran as f32" — the targets whose backend read its precision back."""
+    labelled = [t for t in report.targets if t.precision]
+    if not labelled:
+        return []
+    return ["", "Precision (as run on the build host): " +
+            "; ".join(f"{md_code(t.name)} {md(t.precision)}" for t in labelled)]
 
 
 def flips_section(gates: list[GateResult]) -> list[str]:
@@ -181,6 +192,12 @@ def _ratio(row: CandidateReport) -> str:
     return f"×{row.ratio:.2f} [{low:.2f}–{high:.2f}]"
 
 
+def adds(row: CandidateReport) -> str:
+    """A candidate's "adds" cell: what it adds, and the precision its build runs in when
+    the backend read that back (a precision search compares labels, not option names)."""
+    return f"{row.summary}; runs {row.precision}" if row.precision else row.summary
+
+
 def search_table(target: str, search: SearchReport) -> list[str]:
     """The candidate table of one search target: the Pareto view of latency vs agreement."""
     budget = f"max {search.max_candidates} candidates" + (
@@ -196,7 +213,7 @@ def search_table(target: str, search: SearchReport) -> list[str]:
         front = " ◆" if row.pareto else ""
         lines.append(
             f"| {STATE_ICONS.get(row.state, md(row.state))}{front} | {md_code(row.name)} | "
-            f"{md(row.summary)} | {_number(row.p50_ms)} | {_number(row.p90_ms)} | "
+            f"{md(adds(row))} | {_number(row.p50_ms)} | {_number(row.p90_ms)} | "
             f"{_ratio(row)} | {_number(row.top1_agreement, '.4g')} | "
             f"{_number(row.cosine, '.4f')} | {_number(row.size_mb)} | "
             f"{md(row.reason)} |")

@@ -39,6 +39,7 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
         compiled = execution.runs.get(result.stages.compiled)
         if compiled is not None and compiled.artifact is not None:
             row.size_mb = round(compiled.artifact.shipped_bytes / 1e6, 3)
+            row.precision = compiled.artifact.precision_label
         for gate in result.gates:
             if gate.gate.startswith("accuracy"):
                 row.top1_agreement = gate.measured.get("top1_agreement")

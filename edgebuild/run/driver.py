@@ -290,6 +290,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             size_bytes=compiled.shipped_bytes if compiled else None,
             gates=gates, search=search_report,
             notes=notes_of(compiled) if compiled else {},
+            precision=compiled.precision_label if compiled else "",
             model=model))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,

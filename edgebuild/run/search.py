@@ -244,13 +244,19 @@ def distinct(plan: Plan, target: str, artifacts: dict[str, Artifact | None]
     Two configurations can compile to the same bytes (an accuracy-aware budget that
     ends with the same layers in float); if they also run with the same profile
     (backend options, threads), timing them against each other would only pick one
-    by noise, so the first in recipe order stands for both.
+    by noise, so the first in recipe order stands for both. Options are compared as
+    they took effect on this machine when the compile stage says so
+    (`metadata["effective_options"]`: OpenVINO's bf16 hint on a CPU without bf16 runs
+    the f32 kernels, so it is a twin of f32, not a rival that wins by noise).
     """
     first: dict[str, str] = {}
     kept: list[str] = []
     twins: dict[str, str] = {}
     for name, built in artifacts.items():
-        profile = plan.recipe.targets[f"{target}[{name}]"].profile
+        profile = plan.recipe.targets[f"{target}[{name}]"].profile.model_dump(mode="json")
+        effective = built.metadata.get("effective_options") if built is not None else None
+        if isinstance(effective, dict):
+            profile["options"] = {**profile["options"], **effective}
         digest = canonical_json([built.digest if built is not None else name, profile])
         if digest in first:
             twins[name] = first[digest]

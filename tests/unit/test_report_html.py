@@ -67,7 +67,8 @@ def report() -> Report:
         CandidateReport(name="fp32", state="passed", p50_ms=0.30, top1_agreement=100.0,
                         size_mb=0.57, reason="slower than int8"),
         CandidateReport(name="int8", state="chosen", chosen=True, p50_ms=0.10,
-                        top1_agreement=99.5, size_mb=0.15, pareto=True),
+                        top1_agreement=99.5, size_mb=0.15, pareto=True,
+                        summary="quantize", precision="int8 (layers: f32 2, u8 9)"),
         CandidateReport(name="int8-bad", state="rejected", p50_ms=0.12, top1_agreement=90.0,
                         size_mb=0.15, reason="top1 90 < 91"),
     ]
@@ -94,7 +95,7 @@ def report() -> Report:
                      gates=_gates("host-cpu-int8", 0.08, 0.05, 99.6, 0.15, passed=False),
                      search=search, notes=notes),
         TargetReport(name=f"evil{EVIL}", profile="host-cpu", backend="onnxruntime",
-                     size_bytes=180_000, gates=[GateResult(
+                     size_bytes=180_000, precision=f"bf16 {EVIL}", gates=[GateResult(
                          target=f"evil{EVIL}", gate="size", status=GateStatus.NOT_RUN,
                          counts_as_failure=True, message=f"nothing measured: {EVIL}")]),
     ]
@@ -182,6 +183,9 @@ def test_every_target_and_gate_appears_escaped(report: Report) -> None:
     assert "boom " + EVIL in text  # the failed stage and its message
     assert "Against the baseline" in text and "×1.020" in text
     assert "int8 chosen of 3" in text and "top1 90 &lt; 91" in page
+    # The precision each target and candidate runs in (a cached entry wrote it: escaped).
+    assert "<th>precision</th>" in page and f"bf16 {EVIL}" in text
+    assert "quantize; runs int8 (layers: f32 2, u8 9)" in text
 
 
 def test_notes_tables_become_html_tables() -> None:

@@ -30,6 +30,7 @@ def hostile_report() -> Report:
         chosen=None, message=f"no candidate passed on {DATASET}", max_candidates=4,
         max_minutes=None, seconds=1.0, candidates=[CandidateReport(
             name="fp32", state="rejected", summary=f"quantize: {{calibration: {DATASET}}}",
+            precision=f"bf16 {DATASET}",
             reason=f"accuracy[{DATASET}] failed")])
     failed = StageReport(
         id=f"reference[{DATASET}]", op="reference", target=None, outcome="failed",
@@ -39,7 +40,8 @@ def hostile_report() -> Report:
     notes = {"n.md": f"### Coverage of {DATASET}\n\n| op | n |\n|---|---|\n| Conv | 1 |\n"
              f"</details><img src=y onerror=alert(4)>\n"}
     target = TargetReport(name="host-cpu", profile="host-cpu", backend="onnxruntime",
-                          gates=[gate], search=search, notes=notes)
+                          gates=[gate], search=search, notes=notes,
+                          precision=f"f16 requested; {LABEL_LINE} {MULTILINE}")
     return Report(recipe="demo", recipe_file="r.yaml", edgebuild_version="0", started="",
                   seconds=1.0, exit_code=2, stages=[failed], targets=[target], counts={})
 
@@ -72,6 +74,17 @@ def test_a_hostile_cell_stays_in_its_cell_and_its_line() -> None:
     assert "<h2>" in html and html.count("<h2>") == 1  # no injected headline
     assert "<td>fake</td>" not in html
     assert "line one ## edgebuild" in text  # the newline became a space
+
+
+def test_precision_labels_are_one_escaped_line_and_a_search_cell() -> None:
+    text = markdown(hostile_report())
+    (line,) = [x for x in text.splitlines() if x.startswith("Precision (as run")]
+    assert line.startswith("Precision (as run on the build host): `host-cpu` f16 requested; ")
+    assert "&lt;img src=x onerror=alert(3)&gt;" in line and "line one ## edgebuild" in line
+    row = next(x for x in text.splitlines() if x.startswith("| ❌ rejected"))
+    assert "; runs bf16 &lt;script&gt;" in row
+    plain = hostile_report().model_copy(update={"targets": []})
+    assert "Precision" not in markdown(plain)  # no backend labelled one: no line
 
 
 def test_md_escapes_each_kind_of_markup() -> None:

@@ -351,6 +351,24 @@ def test_candidates_with_the_same_artifact_are_timed_once(
     assert outcome.chosen in ("basic", "int8-minmax-per_channel=true")
 
 
+def test_twins_by_the_options_that_took_effect(tmp_path: Path) -> None:
+    """Same bytes, other options: rivals, unless the compile stage says the options took
+    the same effect here (OpenVINO's bf16 hint on a CPU without bf16 runs as f32)."""
+    plan = build_plan(load(tmp_path, RECIPE))
+
+    def built(effective: dict[str, Any] | None) -> Artifact:
+        metadata = {} if effective is None else {"effective_options": effective}
+        return Artifact("k" * 64, "x", Path(), {"out": "same"}, {}, metadata)
+
+    kept, twins = search_mod.distinct(plan, "host-cpu", {"fp32": built(None),
+                                                         "basic": built(None)})
+    assert kept == ["fp32", "basic"] and twins == {}
+    same = {"graph_optimization_level": "all"}
+    kept, twins = search_mod.distinct(plan, "host-cpu", {"fp32": built(same),
+                                                         "basic": built(same)})
+    assert kept == ["fp32"] and twins == {"basic": "fp32"}
+
+
 def test_twins_alone_need_no_select(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     same = {"compile@host-cpu[int8-minmax-per_channel=true]": "a",
             "compile@host-cpu[int8-entropy-per_channel=true]": "a"}

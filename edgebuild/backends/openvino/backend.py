@@ -5,11 +5,13 @@ are explicit options here, off unless a recipe turns them on:
 
 - `save_model` stores weights as FP16 unless told otherwise (`compress_to_fp16`).
 - On CPUs with AVX-512 BF16 or AMX, the CPU plugin computes in bf16 unless
-  `INFERENCE_PRECISION_HINT` says otherwise (`inference_precision`, default f32).
+  `INFERENCE_PRECISION_HINT` says otherwise (`inference_precision`, default f32;
+  `default` leaves the choice to OpenVINO).
 
 The compile stage also loads the IR on this machine when the device exists, so
 a bad IR fails here rather than in a measurement, and the report shows the
-precision each layer really runs in (a hint the CPU cannot honour is dropped).
+precision each layer really runs in (a hint the CPU cannot honour is dropped),
+labelled by `ir.precision_label`; the runner labels each measurement the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class InferencePrecision(StrEnum):
     F32 = "f32"
     F16 = "f16"
     BF16 = "bf16"
+    DEFAULT = "default"  # no INFERENCE_PRECISION_HINT: whatever the device picks
 
 
 class PerformanceHint(StrEnum):
@@ -62,8 +65,10 @@ class OpenVinoOptions(BaseModel):
     device: Device = Field(Device.CPU, description="OpenVINO device: CPU, GPU or NPU.")
     inference_precision: InferencePrecision = Field(
         InferencePrecision.F32,
-        description="INFERENCE_PRECISION_HINT. f32 by default: OpenVINO's own CPU default is "
-        "bf16 on CPUs with AVX-512 BF16/AMX, which changes numerics.")
+        description="INFERENCE_PRECISION_HINT: f32, bf16 or f16; `default` sets no hint "
+        "(the device's choice: bf16 on CPUs with AVX-512 BF16 or AMX, f32 on other x86 "
+        "CPUs). f32 by default, so numerics do not change with the CPU. What really ran "
+        "is read back and labelled in the report.")
     compress_to_fp16: bool = Field(
         False, description="Store weights as FP16 in the .bin (OpenVINO's save_model default "
         "is true; false keeps an FP32 model FP32).")
@@ -98,7 +103,8 @@ class OpenVinoBackend(Backend):
     produces = "openvino-ir"
     Options = OpenVinoOptions
     tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
-    version = 3  # 3: `shapes: dynamic` dims bounded by the shape profiles
+    # 3: `shapes: dynamic` dims bounded by the shape profiles; 4: the precision label
+    version = 4
     extra = "openvino"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -126,11 +132,18 @@ class OpenVinoBackend(Backend):
         precision: dict[str, Any] = {
             "compress_to_fp16": options.compress_to_fp16,
             "inference_precision": options.inference_precision.value,
+            "label": f"{options.inference_precision.value} (not checked: no "
+                     f"{options.device.value} here)",
             **self._on_this_host(ov, destination, options),
         }
+        # What took effect here, for a search's twin check (run/search.distinct): a hint
+        # the plugin did not honour runs exactly like the precision it ran as.
+        effective = ({"inference_precision": precision["effective_inference_precision"]}
+                     if precision.get("checked_on_this_host") else {})
         return OpResult(
             main="model.xml", format="openvino-ir",
             metadata={"openvino": ir.version(), "source_format": model.format,
+                      "effective_options": effective,
                       "device": options.device.value, "shapes": shapes,
                       "outputs": [o.get_any_name() for o in ov_model.outputs],
                       "graph": graph, "precision": precision})
@@ -163,11 +176,10 @@ class OpenVinoBackend(Backend):
             return {"checked_on_this_host": False}
         compiled = core.compile_model(core.read_model(str(xml)), device,
                                       runtime_config(options, threads=1))
-        effective = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         return {"checked_on_this_host": True,
                 "host_device": str(core.get_property(device, "FULL_DEVICE_NAME")),
-                "effective_inference_precision": str(effective),
-                "runtime_precisions": ir.runtime_precisions(compiled)}
+                **ir.precision_facts(core, compiled, device,
+                                     options.inference_precision.value)}
 
 
 def _conversion_error(exc: Exception, source: Path,
@@ -199,10 +211,9 @@ def runtime_config(options: OpenVinoOptions, threads: int | None) -> dict[str, A
     `threads` (the target's `measure.threads`) wins over `inference_num_threads`,
     as it does for ONNX Runtime, so every backend is measured on the same cores.
     """
-    config: dict[str, Any] = {
-        "INFERENCE_PRECISION_HINT": options.inference_precision.value,
-        "PERFORMANCE_HINT": options.performance_hint.value.upper(),
-    }
+    config: dict[str, Any] = {"PERFORMANCE_HINT": options.performance_hint.value.upper()}
+    if options.inference_precision is not InferencePrecision.DEFAULT:
+        config["INFERENCE_PRECISION_HINT"] = options.inference_precision.value
     if options.num_streams is not None:
         config["NUM_STREAMS"] = options.num_streams
     chosen = threads or options.inference_num_threads

@@ -101,3 +101,58 @@ def runtime_precisions(compiled: Any) -> dict[str, int]:
             continue
         counts[str(info["runtimePrecision"].astype(str))] += 1
     return dict(sorted(counts.items()))
+
+
+# OPTIMIZATION_CAPABILITIES entry that means the CPU computes in that precision natively.
+_NATIVE = {"bf16": "BF16", "f16": "FP16", "f32": "FP32"}
+
+
+def precision_facts(core: Any, compiled: Any, device: str, requested: str) -> dict[str, Any]:
+    """What precision a compiled model really runs in, read back from the device plugin:
+    the compiled model's INFERENCE_PRECISION_HINT, each executed layer's runtime
+    precision and the device's OPTIMIZATION_CAPABILITIES, with `precision_label`."""
+    effective = str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
+    layers = runtime_precisions(compiled)
+    try:
+        capabilities = [str(c) for c in core.get_property(device, "OPTIMIZATION_CAPABILITIES")
+                        if str(c) != "EXPORT_IMPORT"]  # a feature, not a precision
+    except Exception:  # a plugin that does not answer: the label does without
+        capabilities = []
+    label, honoured = precision_label(requested, effective, layers, capabilities,
+                                      device.split(".")[0])
+    return {"requested_inference_precision": requested,
+            "effective_inference_precision": effective, "runtime_precisions": layers,
+            "device_capabilities": capabilities, "label": label, "honoured": honoured}
+
+
+def precision_label(requested: str, effective: str, layers: dict[str, int],
+                    capabilities: list[str], device: str = "CPU") -> tuple[str, bool]:
+    """The report's one-line precision label, and whether the request was honoured.
+
+        f32  -> f32  {f32: 5}             "f32"
+        bf16 -> f32  caps FP32, INT8, BIN "bf16 requested; this CPU has no native bf16
+                                           (OpenVINO CPU capabilities: FP32, INT8, BIN):
+                                           ran as f32 (layers: f32 5)"
+        default -> f32                    "OpenVINO's default (no precision hint): ran as
+                                           f32 on this CPU (layers: f32 5)"
+
+    The layer counts are appended whenever a layer runs in another precision than the
+    effective one (int8 layers of a quantized model, f32 layers left in a bf16 graph)
+    or the request was not honoured; "no native" is said only when the capabilities
+    show it.
+    """
+    counts = ", ".join(f"{p} {n}" for p, n in sorted(layers.items()))
+    mixed = set(layers) - {effective}
+    suffix = f" (layers: {counts})" if counts else ""
+    if requested == "default":
+        return (f"OpenVINO's default (no precision hint): ran as {effective} on this "
+                f"{device}{suffix}", True)
+    if effective == requested:
+        return requested + (suffix if mixed else ""), True
+    native = _NATIVE.get(requested)
+    if capabilities and native and native not in capabilities:
+        why = (f"this {device} has no native {requested} (OpenVINO {device} capabilities: "
+               f"{', '.join(capabilities)})")
+    else:
+        why = "OpenVINO did not apply it"
+    return f"{requested} requested; {why}: ran as {effective}{suffix}", False

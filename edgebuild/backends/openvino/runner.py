@@ -4,6 +4,12 @@ One request created at activation and reused keeps per-call overhead to the
 input bind and the copy of the outputs, which is what a latency measurement of
 a single-stream edge deployment should see (it is also what `benchmark_app
 -hint latency` times).
+
+Each load reads back the precision the device plugin really runs: when it is not
+the one the target asks for (bf16 on a CPU without bf16 runs as f32) or the target
+leaves it to OpenVINO (`inference_precision: default`), the runner says what ran in
+`fallback`, which every accuracy and latency figure carries ("bf16 requested; this
+CPU has no native bf16 (…): ran as f32").
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class OpenVinoRunner(Runner):
         self.device = device
         self.config = config
         self._request: Any = None
+        self.precision = ""  # what the plugin runs, as ir.precision_label says it
         self._inputs: TensorMeta = {}
         self._outputs: list[tuple[Any, str]] = []
         self._share_inputs = False
@@ -67,6 +74,11 @@ class OpenVinoRunner(Runner):
 
     def _load(self, core: Any, model: Any) -> None:
         compiled = core.compile_model(model, self.device, self.config)
+        requested = str(self.config.get("INFERENCE_PRECISION_HINT", "default"))
+        facts = ir.precision_facts(core, compiled, self.device, requested)
+        self.precision = str(facts["label"])
+        self.fallback = (f"precision {self.precision}"
+                         if not facts["honoured"] or requested == "default" else None)
         self._request = compiled.create_infer_request()
         self._inputs = {
             port.get_any_name(): (
