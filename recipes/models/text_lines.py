@@ -38,7 +38,7 @@ def render(text: str, rng: np.random.Generator) -> np.ndarray:
     font = ImageFont.load_default(size=size)
     paper = int(rng.integers(215, 256))
     ink = int(rng.integers(0, 60))
-    left, top, right, bottom = font.getbbox(text)
+    _, top, right, bottom = font.getbbox(text)
     canvas = Image.new("RGB", (right + 16, HEIGHT), (paper,) * 3)
     y = (HEIGHT - (bottom - top)) // 2 - top + int(rng.integers(-3, 4))
     ImageDraw.Draw(canvas).text((8 + int(rng.integers(0, 6)), y), text, fill=(ink,) * 3,

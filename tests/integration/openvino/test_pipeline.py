@@ -10,7 +10,7 @@ import pytest
 
 from edgebuild import api
 from edgebuild.errors import RecipeError
-from tests.conftest import REPO, TINY_RECIPE
+from tests.conftest import REPO, TINY_RECIPE, retimed
 
 pytest.importorskip("openvino", reason="the OpenVINO backend needs openvino (extra: openvino)")
 pytestmark = pytest.mark.openvino
@@ -45,8 +45,9 @@ def test_tiny_model_builds_gates_and_caches(tiny_project: Callable[..., Path],
     assert (tmp_path / "out" / "artifacts" / "intel-cpu" / "model.bin").is_file()
     assert stage_metadata(tmp_path / "out", "compile@intel-cpu")["graph"]["ops"] == {
         "MatMul": 1, "Relu": 1}
+    busy = retimed(tmp_path / "out")  # figures timed under load are timed again
     second = run(recipe, tmp_path / "out")
-    assert second.counts["built"] == 0 and second.exit_code == 0
+    assert second.counts["built"] == len(busy) and second.exit_code == 0
 
 
 def test_gpu_device_is_not_measurable_here(tiny_project: Callable[..., Path],
