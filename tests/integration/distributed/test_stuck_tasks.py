@@ -155,7 +155,7 @@ def test_the_client_stops_waiting_for_a_reply_that_never_comes(
             timeout=300)
     finally:
         executor.shutdown()
-    assert outcome.result["status"] == "error"
-    message = outcome.result["message"]
+    assert outcome.result.status == "error"
+    message = outcome.result.message
     assert message.startswith("no reply from worker tls://127.0.0.1:"), message
     assert "within 10 s" in message and "\n" not in message
