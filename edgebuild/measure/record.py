@@ -139,6 +139,17 @@ class LatencyFigures(Record):
             data["memory_mb"] = memory  # refused below, by name
         return data
 
+    def at(self, percentile: int) -> tuple[float | None, Interval | None]:
+        """The figure at a gated percentile (50, 90 or 99) and its 95 % interval; None
+        where the tool gives none (benchmark_model prints no p90/p99)."""
+        return {50: (self.p50, self.p50_ci95), 90: (self.p90, self.p90_ci95),
+                99: (self.p99, self.p99_ci95)}[percentile]
+
+    def figures(self, names: tuple[str, ...]) -> dict[str, float]:
+        """The named statistics that were measured (a gate's `measured`)."""
+        found = {name: getattr(self, name) for name in names}
+        return {name: value for name, value in found.items() if value is not None}
+
     @property
     def refused(self) -> bool:
         """No figures: the artifact cannot run at these shapes, or nothing could time it."""
@@ -170,6 +181,15 @@ class PairFigures(Record):
     shapes: Shapes | None = None
     error: StrictStr | None = None
     hint: StrictStr | None = None
+
+
+    def paired(self) -> dict[str, float]:
+        """The two medians (`baseline_p50`, `candidate_p50`); RecordError when missing."""
+        if self.baseline_p50 is None or self.candidate_p50 is None:
+            raise RecordError("a compared pair without its two medians",
+                              "its cache entry was changed after it was written (`edgebuild "
+                              "cache verify` checks)")
+        return {"baseline_p50": self.baseline_p50, "candidate_p50": self.candidate_p50}
 
 
 class ComparisonRecord(PairFigures):
