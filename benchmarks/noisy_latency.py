@@ -41,6 +41,7 @@ import numpy as np
 
 from edgebuild.gates.evaluate import _latency_from_stats
 from edgebuild.measure.conditions import CpuMeter, conditions, cpu_model
+from edgebuild.measure.record import LatencyFigures
 from edgebuild.measure.stats import summarize
 from edgebuild.measure.timing import time_one
 from edgebuild.recipe.loader import load_profiles, profile_dirs
@@ -208,8 +209,8 @@ def _verdict(stats: dict[str, Any], gate: LatencyGate, max_busy_share: float | N
     busy = conditions.get("others_busy_share")
     if max_busy_share is not None and busy is not None and busy > max_busy_share:
         conditions["busy"] = f"not measurable here: other processes used {busy:.0%}"
-    return _latency_from_stats("t", gate, {**stats, "conditions": conditions},
-                               Policy()).status.value
+    figures = LatencyFigures.model_validate({**stats, "conditions": conditions})
+    return _latency_from_stats("t", gate, figures, Policy()).status.value
 
 
 if __name__ == "__main__":

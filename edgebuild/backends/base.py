@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import LatencyRecord
     from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
@@ -250,7 +251,9 @@ class Backend(ABC):
         return ""
 
     def device_latency(self, artifact: Artifact, target: Target,
-                       settings: MeasureSettings) -> dict[str, Any] | None:
+                       settings: MeasureSettings) -> LatencyRecord | None:
         """Latency measured by a device's own tool (ms statistics), or None to time
-        `runner().infer` in this process with the latency protocol."""
+        `runner().infer` in this process with the latency protocol. What the tool printed
+        is read into the record (measure/record.py: read_record), so a tool output that
+        does not fit is a clear stage error."""
         return None

@@ -11,6 +11,14 @@ from edgebuild.core.digest import digest_json
 # Metadata key: why this entry must never be served from the cache (a latency timed while
 # other processes took the CPU); the run keeps it to judge, then drops it.
 UNTRUSTED = "untrusted"
+# What the scheduler adds to a stage's own metadata when it stores the artifact.
+STAGE_KEYS = ("main", "stage", "op", "seconds")
+
+
+def stage_keys(main: str, stage: str, op: str, seconds: float) -> dict[str, Any]:
+    """The STAGE_KEYS of an artifact: its main file, the stage and op that made it, and
+    how long the op ran."""
+    return {"main": main, "stage": stage, "op": op, "seconds": seconds}
 
 
 @dataclass(frozen=True)

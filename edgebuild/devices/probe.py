@@ -42,6 +42,7 @@ def absent_reason(task: StageTask) -> str | None:
 
 def answered(task: StageTask, reason: str) -> Future[TaskOutcome]:
     """A finished task: unmeasurable for `reason`, with a log saying no worker ran."""
+    from edgebuild.core.stage_result import StageResult
     from edgebuild.execute.task import TaskOutcome
 
     task.log.parent.mkdir(parents=True, exist_ok=True)
@@ -49,5 +50,5 @@ def answered(task: StageTask, reason: str) -> Future[TaskOutcome]:
                         f"(the device probe):\n{reason}\n")
     future: Future[TaskOutcome] = Future()
     # started 0: no worker ran it (report.json's `started`).
-    future.set_result(TaskOutcome({"status": "unmeasurable", "reason": reason}, 0.0, 0.0))
+    future.set_result(TaskOutcome(StageResult.unmeasurable(reason), 0.0, 0.0))
     return future

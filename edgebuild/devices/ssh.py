@@ -38,11 +38,12 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from edgebuild.core.paths import confined
+from edgebuild.core.stage_result import StageResult, first_error
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.task import StageTask, TaskOutcome
 
@@ -65,34 +66,12 @@ def ssh_command(host: str, remote: str) -> list[str]:
             "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=30", "--", host, remote]
 
 
-class BoardResult(BaseModel):
-    """The stage's result as a board reports it (execute/worker.py writes it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    status: Literal["ok", "unmeasurable", "error"]
-    reason: str = ""
-    message: str = ""
-    hint: str = ""
-    main: str | None = None
-    format: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    seconds: float | None = Field(None, ge=0)
-
-    @model_validator(mode="after")
-    def _complete(self) -> BoardResult:
-        if self.status == "ok" and (self.main is None or self.format is None
-                                    or self.seconds is None):
-            raise ValueError("a result with status ok needs main, format and seconds")
-        return self
-
-
 class BoardReply(BaseModel):
     """result.json in a board's reply tar."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    result: BoardResult
+    result: StageResult
     log: str
 
 
@@ -181,9 +160,7 @@ def read_reply(data: bytes, out: Path) -> tuple[BoardReply, dict[Path, bytes]]:
     try:
         reply = BoardReply.model_validate_json(members.pop(RESULT))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or RESULT
-        raise EdgebuildError(f"refusing {RESULT}: {where}: {first['msg']}") from None
+        raise EdgebuildError(f"refusing {RESULT}: {first_error(exc)}") from None
     # Every name is checked, whatever the status (only an ok stage's files are written).
     files = {confined(out, name.removeprefix(OUT_PREFIX), "a file name"): content
              for name, content in members.items()}
@@ -194,7 +171,7 @@ def read_reply(data: bytes, out: Path) -> tuple[BoardReply, dict[Path, bytes]]:
                              "sent both as a file and as a folder")
     if reply.result.status != "ok":
         return reply, {}
-    assert reply.result.main is not None  # BoardResult._complete
+    assert reply.result.main is not None  # StageResult._complete
     confined(out, reply.result.main, "the main file's name")
     return reply, files
 
@@ -273,8 +250,8 @@ def run_over_ssh(task: StageTask, host: str, python: str,
         return _unmeasurable(f"no `ssh` client on this machine to reach {host}",
                              "install OpenSSH's client", started)
     if problem:
-        return TaskOutcome({"status": "error", "message": f"the stage on ssh host {host} "
-                            f"{problem}"}, started, time.time())
+        return TaskOutcome(StageResult.error(f"the stage on ssh host {host} {problem}"),
+                           started, time.time())
     if returncode == 255:
         return _unmeasurable(f"cannot reach ssh host {host}: {_last(stderr)}",
                              "check `ssh HOST true` works without a password prompt "
@@ -285,29 +262,29 @@ def run_over_ssh(task: StageTask, host: str, python: str,
                              "install edgebuild and the backend there, or set "
                              "`runs_on.python` to the Python that has it", started)
     if not stdout:
-        return TaskOutcome({"status": "error", "message": f"ssh host {host} sent no result "
-                            f"(exit {returncode}): {_last(stderr)}"}, started, time.time())
+        return TaskOutcome(StageResult.error(f"ssh host {host} sent no result (exit "
+                                             f"{returncode}): {_last(stderr)}"),
+                           started, time.time())
     out = Path(task.spec["out"])
     try:
         reply, outputs = read_reply(stdout, out)
     except EdgebuildError as exc:
-        return TaskOutcome({"status": "error",
-                            "message": f"refusing the reply of ssh host {host}: {exc.message}",
-                            "hint": "nothing it sent was written; the board's edgebuild "
-                            "must be this version, and the board must be one you trust"},
-                           started, time.time())
+        return TaskOutcome(StageResult.error(
+            f"refusing the reply of ssh host {host}: {exc.message}",
+            "nothing it sent was written; the board's edgebuild must be this version, and "
+            "the board must be one you trust"), started, time.time())
     task.log.parent.mkdir(parents=True, exist_ok=True)
     task.log.write_text(reply.log)
     for file, data in outputs.items():
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_bytes(data)
-    return TaskOutcome(reply.result.model_dump(exclude_none=True), started, time.time(),
+    return TaskOutcome(reply.result, started, time.time(),
                        {"worker": f"ssh:{host}"})
 
 
 def _unmeasurable(reason: str, hint: str, started: float) -> TaskOutcome:
-    return TaskOutcome({"status": "unmeasurable", "reason": f"not measurable here: {reason}",
-                        "hint": hint}, started, time.time())
+    return TaskOutcome(StageResult.unmeasurable(f"not measurable here: {reason}", hint),
+                       started, time.time())
 
 
 def _last(text: str) -> str:

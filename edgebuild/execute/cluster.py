@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core.stage_result import StageResult
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.remote import Files
 from edgebuild.execute.security import (
@@ -264,14 +265,13 @@ class DaskExecutor:
         if task.resource is not None:
             missing = self._wait_for_resource(task.resource)
             if missing:
-                return TaskOutcome({"status": "unmeasurable", "reason": missing},
-                                   started, time.time())
+                return TaskOutcome(StageResult.unmeasurable(missing), started, time.time())
         try:
             carried = carry(task.spec, self._digests)
             wanted = task_files(task.spec, carried.files)
         except (EdgebuildError, OSError) as exc:
-            return TaskOutcome({"status": "error", "message": f"cannot send the stage's files "
-                                f"to the cluster: {exc}"}, started, time.time())
+            return TaskOutcome(StageResult.error(f"cannot send the stage's files to the "
+                                                 f"cluster: {exc}"), started, time.time())
         failures: list[str] = []
         sends = 0
         while len(failures) - sends <= RETRIES:
@@ -284,8 +284,8 @@ class DaskExecutor:
                     break
                 continue
             except OSError as exc:
-                return TaskOutcome({"status": "error", "message": f"cannot send the stage's "
-                                    f"files to the cluster: {exc}"}, started, time.time())
+                return TaskOutcome(StageResult.error(f"cannot send the stage's files to the "
+                                                     f"cluster: {exc}"), started, time.time())
             future = self._submit(task, carried.spec, files, carried.expect_modules)
             wait, sent = self.stage_timeout_s + self.reply_grace_s, time.monotonic()
             try:
@@ -303,11 +303,10 @@ class DaskExecutor:
                     break
                 continue
             return self._accept(task, raw, started, failures)
-        return TaskOutcome({"status": "error",
-                            "message": f"the Dask task failed {len(failures)} time(s), the "
-                                       f"last: {failures[-1]}",
-                            "hint": "workers died or lost their connection; the stage's "
-                                    "outputs were not kept"}, started, time.time())
+        return TaskOutcome(StageResult.error(
+            f"the Dask task failed {len(failures)} time(s), the last: {failures[-1]}",
+            "workers died or lost their connection; the stage's outputs were not kept"),
+            started, time.time())
 
     def _no_reply(self, future: Any, wait: float, started: float) -> TaskOutcome:
         """The stage failed: no reply came within `wait` seconds. The task is let go (a
@@ -317,12 +316,11 @@ class DaskExecutor:
             future.cancel()
         except Exception:  # the client may be broken by now
             logging.getLogger(__name__).debug("cannot cancel %s", future.key)
-        return TaskOutcome(
-            {"status": "error",
-             "message": f"no reply from worker {who} within {wait:g} s: the task is stuck, "
-                        "or failed in a way Dask could not send back",
-             "hint": "a stage that is only slow needs a larger --stage-timeout; the worker's "
-                     "log says what happened (docs/distributed.md)"}, started, time.time())
+        return TaskOutcome(StageResult.error(
+            f"no reply from worker {who} within {wait:g} s: the task is stuck, or failed in "
+            "a way Dask could not send back", "a stage that is only slow needs a larger "
+            "--stage-timeout; the worker's log says what happened (docs/distributed.md)"),
+            started, time.time())
 
     def _who_ran(self, key: str) -> str:
         """The worker that announced it runs task `key` (remote.announce), or one the
@@ -369,15 +367,14 @@ class DaskExecutor:
         except RefusedReply as exc:
             task.log.parent.mkdir(parents=True, exist_ok=True)
             task.log.write_text(f"edgebuild: {exc.message}\n")  # none of the worker's text
-            return TaskOutcome({"status": "error", "message": exc.message, "hint": exc.hint},
-                               started, time.time())
+            return TaskOutcome(StageResult.error(exc.message, exc.hint), started, time.time())
         except OSError as exc:
-            return TaskOutcome({"status": "error", "message": f"cannot write the outputs the "
-                                f"worker sent: {exc}"}, started, time.time())
+            return TaskOutcome(StageResult.error(f"cannot write the outputs the worker sent: "
+                                                 f"{exc}"), started, time.time())
         extra: dict[str, Any] = {"worker": reply.worker}
         if failures:
             extra["retried"] = failures
-        return TaskOutcome(reply.result.model_dump(), started, time.time(), extra)
+        return TaskOutcome(reply.result, started, time.time(), extra)
 
     def shutdown(self) -> None:
         if self._threads is not None:

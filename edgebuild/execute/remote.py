@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core.digest import digest_file
+from edgebuild.core.stage_result import StageResult
 from edgebuild.core.target import WORKER_RESOURCES_ENV
 from edgebuild.errors import CacheCorrupt
 
@@ -66,10 +67,10 @@ def run_remote(spec: dict[str, Any], files: Files, resources: list[str],
         return _run_remote(spec, files, resources, expect_modules or {}, timeout_s)
     except Exception as exc:  # nothing may reach Dask's pickler
         where = _worker_address() or "?"
-        return {"result": {"status": "error",
-                           "message": f"the task failed on worker {where}: {describe(exc)}",
-                           "hint": "the worker's own code failed, not the stage's; its "
-                                   "Dask log may say more"},
+        return {"result": StageResult.error(
+                    f"the task failed on worker {where}: {describe(exc)}",
+                    "the worker's own code failed, not the stage's; its Dask log may say "
+                    "more").model_dump(mode="json"),
                 "files": {}, "log": "", "worker": where}
 
 
@@ -98,9 +99,9 @@ def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
         recipe_dir.mkdir(exist_ok=True)
         skew = check_modules(expect_modules, recipe_dir)
         if skew:
-            return {"result": {"status": "error", "message": skew,
-                               "hint": "the worker imports its own installed packages"},
-                    "files": {}, "log": "", "worker": _worker_address()}
+            return {"result": StageResult.error(
+                        skew, "the worker imports its own installed packages").model_dump(
+                        mode="json"), "files": {}, "log": "", "worker": _worker_address()}
         spec = {**spec, "recipe_dir": str(recipe_dir),
                 "inputs": {role: {**a, "path": str(root / "inputs" / role)}
                            for role, a in spec["inputs"].items()}}
@@ -112,10 +113,11 @@ def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                                    {WORKER_RESOURCES_ENV: ",".join(resources)},
                                    _nanny_env(), timeout_s, f" on worker {_worker_address()}")
         outputs = {}
-        if result.get("status") == "ok":
+        if result.status == "ok":
             outputs = {p.relative_to(out).as_posix(): p.read_bytes()
                        for p in sorted(out.rglob("*")) if p.is_file()}
-        return {"result": result, "files": outputs,
+        # plain data on the wire: the client checks it as a WorkerReturn (returned.py)
+        return {"result": result.model_dump(mode="json"), "files": outputs,
                 "log": log.read_text(errors="replace") if log.is_file() else "",
                 "worker": _worker_address()}
     finally:

@@ -13,27 +13,12 @@ folder, and a half-written output never reaches the store:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBytes, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBytes, StrictStr, ValidationError
 
 from edgebuild.core.paths import confined
+from edgebuild.core.stage_result import StageResult, first_error
 from edgebuild.errors import EdgebuildError
-
-
-class StageResult(BaseModel):
-    """The result record of `worker.run_stage` (or its error), as it crossed the wire."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["ok", "unmeasurable", "error"]
-    reason: StrictStr | None = None  # unmeasurable: why
-    message: StrictStr = ""  # error: what happened
-    hint: StrictStr = ""
-    main: StrictStr | None = None  # ok: the artifact's main file, a name inside out/
-    format: StrictStr | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    seconds: float = 0.0
 
 
 class WorkerReturn(BaseModel):
@@ -59,17 +44,14 @@ def check_reply(raw: object, out: Path, who: str) -> tuple[WorkerReturn, dict[Pa
     try:
         reply = WorkerReturn.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the reply"
-        raise RefusedReply(f"refused the reply of worker {who}: malformed at {where} "
-                           f"({first['msg']})", "the worker runs another edgebuild version, "
+        raise RefusedReply(f"refused the reply of worker {who}: malformed at "
+                           f"{first_error(exc)}", "the worker runs another edgebuild version, "
                            "or is not a worker you trust") from None
     what = f"an output file name from worker {who}"
     try:
         paths = {confined(out, name, what): data for name, data in reply.files.items()}
         if reply.result.status == "ok":
-            if reply.result.main is None or reply.result.format is None:
-                raise EdgebuildError(f"worker {who} reported success without a main file")
+            assert reply.result.main is not None  # StageResult._complete
             confined(out, reply.result.main, f"a main file name from worker {who}")
     except EdgebuildError as exc:
         raise RefusedReply(f"refused the reply of worker {who}: {exc.message}",

@@ -27,12 +27,14 @@ from pathlib import Path
 
 from edgebuild.cache.shared import SharedStore
 from edgebuild.cache.store import Store
-from edgebuild.core.artifact import Artifact
+from edgebuild.core.artifact import Artifact, stage_keys
 from edgebuild.core.profile import RunnerKind
+from edgebuild.core.stage_result import StageResult
 from edgebuild.execute.executor import StageExecutor
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, Progress, StageRun
 from edgebuild.execute.task import StageTask, TaskOutcome, device_of, stage_spec
+from edgebuild.measure.record import malformed_record
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.plan.stage import Stage
@@ -188,20 +190,25 @@ class Scheduler:
             return StageRun(stage, Outcome.FAILED, seconds, key,
                             message=f"the executor could not run the stage: "
                                     f"{type(exc).__name__}: {exc}", log=log)
-        status = outcome.result.get("status")
-        if status != "ok":
-            self.store.abandon(started.work)
-            kind = Outcome.UNMEASURABLE if status == "unmeasurable" else Outcome.FAILED
-            return StageRun(stage, kind, seconds, key,
-                            message=outcome.result.get("reason")
-                            or outcome.result.get("message", ""),
-                            hint=outcome.result.get("hint", ""), log=log,
-                            started=outcome.started, finished=outcome.finished,
-                            worker=outcome.extra.get("worker", ""))
         done = outcome.result
-        metadata = {**done["metadata"], "main": done["main"], "stage": stage.id,
-                    "op": stage.op, "seconds": done["seconds"]}
-        artifact = self.store.commit(key, started.work, done["format"], metadata)
+        if done.status == "ok":  # a measurement's record is checked before it is stored
+            assert done.format is not None
+            wrong = malformed_record(done.format, done.metadata)
+            if wrong:
+                done = StageResult.error(
+                    f"the stage returned a malformed {done.format} record: {wrong}",
+                    "the worker runs another edgebuild version, or its device tool printed "
+                    "what edgebuild cannot read; the stage's log says more")
+        if done.status != "ok":
+            self.store.abandon(started.work)
+            kind = Outcome.UNMEASURABLE if done.status == "unmeasurable" else Outcome.FAILED
+            return StageRun(stage, kind, seconds, key, message=done.why, hint=done.hint,
+                            log=log, started=outcome.started, finished=outcome.finished,
+                            worker=outcome.extra.get("worker", ""))
+        assert done.format is not None and done.main is not None
+        metadata = {**done.metadata, **stage_keys(done.main, stage.id, stage.op,
+                                                  done.seconds or 0.0)}
+        artifact = self.store.commit(key, started.work, done.format, metadata)
         if self.shared is not None and not stage.measures:
             self.shared.push(artifact)
         return StageRun(stage, Outcome.BUILT, seconds, key, artifact, log=log,

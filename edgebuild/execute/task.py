@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core.artifact import Artifact
+from edgebuild.core.stage_result import StageResult
 from edgebuild.execute.crash import crash_site
 from edgebuild.execute.worker import PARENT_ENV, QUIET_ENV
 from edgebuild.plan.planner import Plan
@@ -43,9 +44,9 @@ class StageTask:
 
 @dataclass
 class TaskOutcome:
-    """The worker's result dict (status ok | unmeasurable | error) and when it ran."""
+    """The stage's result (status ok | unmeasurable | error) and when it ran."""
 
-    result: dict[str, Any]
+    result: StageResult
     started: float = 0.0  # wall clock
     finished: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -82,7 +83,7 @@ def device_of(plan: Plan, stage: Stage) -> str:
 def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
                       extra_env: dict[str, str] | None = None,
                       drop_env: tuple[str, ...] = (),
-                      timeout_s: float | None = None, where: str = "") -> dict[str, Any]:
+                      timeout_s: float | None = None, where: str = "") -> StageResult:
     """Run one stage in a fresh Python process; a crash becomes a failed result.
     `drop_env`: variables of this process the stage must not inherit. A stage still
     running after `timeout_s` is killed (SIGKILL) and fails, its message saying
@@ -104,21 +105,19 @@ def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
                     env=env, check=False, timeout=timeout_s,
                 )
             except subprocess.TimeoutExpired:  # run() killed it
-                return {"status": "error",
-                        "message": f"the stage did not finish within {timeout_s:g} s"
-                                   f"{where}; its process was killed",
-                        "hint": "a stage that is only slow needs a larger --stage-timeout "
-                                "(docs/cli.md); the log shows how far it got"}
+                return StageResult.error(
+                    f"the stage did not finish within {timeout_s:g} s{where}; its process "
+                    "was killed", "a stage that is only slow needs a larger --stage-timeout "
+                    "(docs/cli.md); the log shows how far it got")
         if result_path.is_file():
-            result: dict[str, Any] = json.loads(result_path.read_text())
-            return result
+            return StageResult.parse(result_path.read_bytes(), f"the worker process{where}")
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         message = f"the worker process was killed by {name}"
     else:
         message = f"the worker process exited with code {proc.returncode} without a result"
     site = crash_site(log)
-    return {"status": "error", "message": message + (f" {site.where}" if site.where else ""),
-            "hint": "a crash inside a converter or runtime"
-                    + (f"; the last thing it logged: {site.last}" if site.last else "")
-                    + "; the stage's log has the rest"}
+    return StageResult.error(message + (f" {site.where}" if site.where else ""),
+                             "a crash inside a converter or runtime"
+                             + (f"; the last thing it logged: {site.last}" if site.last else "")
+                             + "; the stage's log has the rest")

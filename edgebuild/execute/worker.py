@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import IoSpec, StageContext
+from edgebuild.core.stage_result import StageResult
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, plain
 from edgebuild.registry import load_op
@@ -35,7 +36,7 @@ QUIET_ENV = {"CI": os.environ.get("CI", "true"), "TF_CPP_MIN_LOG_LEVEL": "2",
              "PYTHONWARNINGS": "ignore::DeprecationWarning"}
 
 
-def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
+def run_stage(spec: dict[str, Any]) -> StageResult:
     op = load_op(spec["op"])()
     params = op.Params.model_validate(spec["params"])
     target = spec.get("target")
@@ -59,12 +60,10 @@ def run_stage(spec: dict[str, Any]) -> dict[str, Any]:
 
     with activated(spec.get("custom_ops"), recipe_dir):
         result = op.run(ctx, params)
-    return {
-        "status": "unmeasurable" if result.unmeasurable else "ok",
-        "reason": result.unmeasurable,
-        "main": result.main, "format": result.format, "metadata": result.metadata,
-        "seconds": time.perf_counter() - started,
-    }
+    seconds = time.perf_counter() - started
+    if result.unmeasurable:
+        return StageResult.unmeasurable(result.unmeasurable)
+    return StageResult.ok(result.main, result.format, result.metadata, seconds)
 
 
 def context_from_recipe(stage_id: str, inputs: dict[str, Artifact], out: Path,
@@ -168,15 +167,16 @@ def main(argv: list[str]) -> int:
         result = run_stage(spec)
     except EdgebuildError as exc:
         traceback.print_exc()
-        result = {"status": "error", "message": exc.message, "hint": exc.hint}
+        result = StageResult.error(exc.message, exc.hint)
     except Exception as exc:  # anything from a vendor tool: report, never hide
         traceback.print_exc()
-        result = {"status": "error", **_explain(exc)}
-    for key in ("message", "hint", "reason"):  # a converter's colours, never in a message
-        if isinstance(result.get(key), str):
-            result[key] = plain(result[key])
+        result = StageResult.error(**_explain(exc))
+    # A converter's terminal colours never reach a message.
+    result = result.model_copy(update={k: plain(getattr(result, k))
+                                       for k in ("message", "hint", "reason")})
     tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, default=str))
+    # default=str: a metadata value JSON cannot hold (a Path) is written as its text
+    tmp.write_text(json.dumps(result.model_dump(), default=str))
     tmp.replace(result_path)
     return 0
 

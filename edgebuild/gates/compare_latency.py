@@ -17,6 +17,7 @@ from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
+from edgebuild.measure.record import ComparisonRecord, PairFigures
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
 
@@ -46,7 +47,7 @@ class CompareLatency(InterleavedTiming):
             return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = ctx.target.measure
         before = conditions(settings.threads)
-        rows: dict[str, dict[str, Any]] = {}
+        rows: dict[str, PairFigures] = {}
         with backend.runner(baseline, ctx.target, settings.threads) as base_runner, \
                 backend.runner(ctx.input(), ctx.target, settings.threads) as head_runner:
             for profile, shapes in io_profiles(ctx.io).items():
@@ -63,7 +64,7 @@ class CompareLatency(InterleavedTiming):
                 except Exception:
                     if not ctx.io.shapes:
                         raise
-                    rows[profile] = refused(shapes)
+                    rows[profile] = PairFigures.model_validate(refused(shapes))
                     continue
                 base_feeds = base_runner.fed(every, constants)
                 head_feeds = head_runner.fed(every, constants)
@@ -73,12 +74,13 @@ class CompareLatency(InterleavedTiming):
                 suffix = f"-{profile}" if ctx.io.shapes else ""
                 np.save(ctx.out / f"baseline_ms{suffix}.npy", base)
                 np.save(ctx.out / f"candidate_ms{suffix}.npy", head)
-                rows[profile] = {"blocks": len(base), "baseline_p50": float(np.median(base)),
-                                 "candidate_p50": float(np.median(head)),
-                                 "baseline_output_shapes": produced[0],
-                                 "candidate_output_shapes": produced[1]}
-        summary = {"profiles": rows} if ctx.io.shapes else rows[EXAMPLE]
-        return self.finish(ctx, "comparison.json", summary, before)
+                rows[profile] = PairFigures(blocks=len(base), baseline_p50=float(np.median(base)),
+                                            candidate_p50=float(np.median(head)),
+                                            baseline_output_shapes=produced[0],
+                                            candidate_output_shapes=produced[1])
+        record = (ComparisonRecord(profiles=rows) if ctx.io.shapes
+                  else ComparisonRecord.model_validate(rows[EXAMPLE].to_json()))
+        return self.finish(ctx, "comparison.json", record, before)
 
 
 class OverParams(BaseModel):

@@ -16,6 +16,15 @@ from edgebuild.gates.latency import samples_file
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
+from edgebuild.measure.record import (
+    ComparisonRecord,
+    Conditions,
+    LatencyFigures,
+    LatencyRecord,
+    PairFigures,
+    RecordError,
+    read_record,
+)
 from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import (
     AccuracyGate,
@@ -118,12 +127,14 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
 
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:
-    """Per-layer comparisons recorded by the target's passes (e.g. quantize), by stage."""
+    """Per-layer comparisons recorded by the target's passes (quantize's `layers`:
+    passes/layer_compare.py), by stage."""
     found = {}
     for stage_id in stages.chain:
         run = execution.runs.get(stage_id)
-        if run is not None and run.artifact is not None and "layers" in run.artifact.metadata:
-            found[stage_id] = run.artifact.metadata["layers"]
+        report = run.artifact.metadata.get("layers") if run and run.artifact else None
+        if isinstance(report, dict):
+            found[stage_id] = report
     return found
 
 
@@ -153,74 +164,86 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
     if blocked is not None:
         return [blocked]
     assert run and run.artifact
-    stats = run.artifact.metadata
-    if "profiles" not in stats:
+    try:
+        record = read_record(LatencyRecord, run.artifact.metadata, run.stage.id)
+    except RecordError as exc:
+        return [_unreadable(target, "latency", exc)]
+    where = record.where or ""
+    if record.profiles is None:
         samples = run.artifact.path / "samples_ms.npy"
         budget = gate.budget_for(EXAMPLE)
         assert budget is not None  # the loader checks every profile has one
-        return [_latency_from_stats(target, gate, stats, policy,
+        return [_latency_from_stats(target, gate, record, policy,
                                     samples if keep_samples and samples.is_file() else None,
-                                    budget=budget)]
+                                    budget=budget, where=where)]
     results = []
-    for profile, row in stats["profiles"].items():
+    for profile, row in record.profiles.items():
         name = f"latency[{profile}]"
         budget = gate.budget_for(profile)
         assert budget is not None
-        if "error" in row or "unmeasurable" in row:
+        if row.refused:
             results.append(_profile_refused(target, name, profile, row, budget, policy))
             continue
         samples = run.artifact.path / samples_file(profile)
         result = _latency_from_stats(
-            target, gate, {**row, "where": stats.get("where", "")}, policy,
+            target, gate, row, policy,
             samples if keep_samples and samples.is_file() else None, budget=budget,
-            name=name)
+            name=name, where=where)
         result.details["profile"] = profile
-        result.details["shapes"] = row.get("shapes", {})
-        result.details["output_shapes"] = row.get("output_shapes", {})
-        result.message = f"{profile} {_shapes_text(row.get('shapes', {}))}: {result.message}"
+        result.details["shapes"] = row.shapes or {}
+        result.details["output_shapes"] = row.output_shapes or {}
+        result.message = f"{profile} {_shapes_text(row.shapes or {})}: {result.message}"
         results.append(result)
     return results
+
+
+def _unreadable(target: str, gate: str, exc: RecordError) -> GateResult:
+    """A gate whose measurement record cannot be read: it fails, saying why."""
+    return GateResult(target=target, gate=gate, status=GateStatus.FAILED,
+                      counts_as_failure=True, details={"hint": exc.hint},
+                      message=f"cannot read the measurement: {exc.message}")
 
 
 def _shapes_text(shapes: dict[str, list[int]]) -> str:
     return "(" + ", ".join(f"{n} {'×'.join(map(str, s))}" for n, s in shapes.items()) + ")"
 
 
-def _profile_refused(target: str, name: str, profile: str, row: dict[str, Any],
+def _profile_refused(target: str, name: str, profile: str, row: LatencyFigures,
                      budget: float, policy: Policy) -> GateResult:
     """A profile the artifact cannot run at fails (what it was built for excludes it); one
     this machine cannot time is unmeasurable (the policy decides)."""
-    details = {"profile": profile, "shapes": row.get("shapes", {})}
-    if "unmeasurable" in row:
+    details: dict[str, Any] = {"profile": profile, "shapes": row.shapes or {}}
+    if row.unmeasurable is not None:
         return GateResult(
             target=target, gate=name, status=GateStatus.UNMEASURABLE,
             counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL,
             limits={"budget_ms": budget}, details=details,
-            message=f"{profile}: {row['unmeasurable']} (policy.unmeasurable: "
+            message=f"{profile}: {row.unmeasurable} (policy.unmeasurable: "
                     f"{policy.unmeasurable.value})")
-    hint = f" ({row['hint']})" if row.get("hint") else ""
+    hint = f" ({row.hint})" if row.hint else ""
     return GateResult(
         target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
-        limits={"budget_ms": budget}, details={**details, "error": row["error"]},
-        message=f"{profile} {_shapes_text(row.get('shapes', {}))}: cannot run at this "
-                f"profile's shapes: {row['error']}{hint}")
+        limits={"budget_ms": budget}, details={**details, "error": row.error},
+        message=f"{profile} {_shapes_text(row.shapes or {})}: cannot run at this "
+                f"profile's shapes: {row.error}{hint}")
 
 
-def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
+def _latency_from_stats(target: str, gate: LatencyGate, stats: LatencyFigures,
                         policy: Policy, samples: Path | None = None, *,
-                        budget: float | None = None, name: str = "latency") -> GateResult:
-    """The verdict from a measure-latency stage's statistics (`samples`: to keep some);
-    `budget`: a shape profile's (default: the gate's one budget)."""
+                        budget: float | None = None, name: str = "latency",
+                        where: str = "") -> GateResult:
+    """The verdict from a measure-latency stage's figures (`samples`: to keep some);
+    `budget`: a shape profile's (default: the gate's one budget); `where`: the record's."""
     budget = gate.budget_for(EXAMPLE) if budget is None else budget
     assert budget is not None
     key = f"p{gate.percentile}"
-    where = f" ({stats['where']})" if stats.get("where") else ""
+    said = f" ({where})" if where else ""
     limits = {"budget_ms": budget, "percentile": gate.percentile}
-    if stats.get(key) is None:  # a device tool's own statistics (e.g. TFLite benchmark_model)
-        return _device_latency(target, gate, stats, limits, where, policy)
-    value = float(stats[key])
+    value, interval = stats.at(gate.percentile)
+    if value is None:  # a device tool's own statistics (e.g. TFLite benchmark_model)
+        return _device_latency(target, gate, stats, where, limits, policy)
     # a device tool gives no interval; a side is None where the samples cannot bound it
-    low, high = stats.get(f"{key}_ci95") or (value, value)
+    low, high = interval or (value, value)
     ok = value <= budget
     note = ""
     if ok and (high is None or high > budget):
@@ -228,12 +251,12 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
 
         note = (" (its 95 % interval reaches past the budget: close to the limit)"
                 if high is not None else f" ({unbounded_note(key, [low, high])})")
-    per = " per step" if stats.get("per") == "step" else ""  # a stream's: one step a run
+    per = " per step" if stats.per == "step" else ""  # a stream's: one step a run
     message = (f"{key} {value:.3f} ms{per} [95 % CI {_bound(low)}–{_bound(high)}] over "
-               f"{stats['n']} runs, budget {budget:g} ms{note}{where}")
+               f"{stats.n} runs, budget {budget:g} ms{note}{said}")
     status, fails = _status(ok), not ok
     details: dict[str, Any] = {}
-    conditions = stats.get("conditions", {})
+    conditions = stats.conditions.as_dict() if stats.conditions is not None else {}
     # Timed while others took the CPU (measure.max_busy_share, after waiting for quiet),
     # or on a loaded machine with on_noisy: undecided: a miss may be the load's doing.
     busy = str(conditions.get("busy") or "")
@@ -268,11 +291,9 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: dict[str, Any],
                     f"{conditions.get('others_busy_share', 0):.0%} of the CPU (load only slows)")
     return GateResult(
         target=target, gate=name, status=status, counts_as_failure=fails,
-        measured={k: stats[k] for k in ("p50", "p90", "p99", "mean", "std", "n")
-                  if stats.get(k) is not None},
+        measured=stats.figures(("p50", "p90", "p99", "mean", "std", "n")),
         limits=limits,
-        details={"ci95": [low, high], "conditions": stats.get("conditions", {}),
-                 "where": stats.get("where", ""), **details,
+        details={"ci95": [low, high], "conditions": conditions, "where": where, **details,
                  **({"per": "step"} if per else {}),
                  **({"samples_ms": _subsample(samples)} if samples else {})},
         message=message)
@@ -282,22 +303,22 @@ def _bound(value: float | None) -> str:
     return "?" if value is None else f"{value:.3f}"
 
 
-def _device_latency(target: str, gate: LatencyGate, stats: dict[str, Any],
-                    limits: dict[str, Any], where: str, policy: Policy) -> GateResult:
+def _device_latency(target: str, gate: LatencyGate, stats: LatencyFigures, where: str,
+                    limits: dict[str, Any], policy: Policy) -> GateResult:
     """A measurement by a device's own tool that does not report the gated percentile.
 
     TFLite's benchmark_model prints mean/std/min/max (recent builds also a
     median), never p90/p99: such a gate cannot be decided from it, and saying
     so is better than gating on a different statistic.
     """
-    measured = {k: stats[k] for k in ("p50", "mean", "std", "min", "max", "n")
-                if stats.get(k) is not None}
+    measured = stats.figures(("p50", "mean", "std", "min", "max", "n"))
+    said = f" ({where})" if where else ""
     message = (f"not measurable here: the device tool reports {', '.join(measured)} but not "
-               f"p{gate.percentile}{where}; {stats.get('percentiles', '')}".rstrip("; "))
+               f"p{gate.percentile}{said}; {stats.percentiles or ''}".rstrip("; "))
     return GateResult(
         target=target, gate="latency", status=GateStatus.UNMEASURABLE,
         counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL, measured=measured,
-        limits=limits, details={"where": stats.get("where", ""), "device": stats},
+        limits=limits, details={"where": where, "device": {**stats.to_json(), "where": where}},
         message=message)
 
 
@@ -315,37 +336,46 @@ def _regression(target: str, gate: LatencyGate, stages: TargetStages,
                 execution: ExecutionResult, policy: Policy) -> list[GateResult]:
     """One result, `regression`; with shape profiles one per profile."""
     return _paired(target, "regression", stages.compare, execution, policy,
-                   lambda name, folder, suffix, stats: _compared(
-                       target, name, gate, folder, suffix, stats, policy))
+                   lambda name, folder, suffix, stats, conditions: _compared(
+                       target, name, gate, folder, suffix, stats, conditions, policy))
 
 
-Judge = Callable[[str, Path, str, dict[str, Any]], GateResult]
+Judge = Callable[[str, Path, str, PairFigures, Conditions | None], GateResult]
 
 
 def _paired(target: str, gate: str, stage: str | None, execution: ExecutionResult,
             policy: Policy, judge: Judge) -> list[GateResult]:
     """The gates of an interleaved A/B stage (compare-latency, compare-speed): one, or
-    with shape profiles `gate[<profile>]` each; `judge(name, folder, suffix, stats)`
-    decides one from the paired samples `*_ms<suffix>.npy` in `folder`."""
+    with shape profiles `gate[<profile>]` each; `judge(name, folder, suffix, stats,
+    conditions)` decides one from the paired samples `*_ms<suffix>.npy` in `folder`."""
     run = execution.runs.get(stage or "")
     blocked = _blocked(target, gate, run, policy)
     if blocked is not None:
         return [blocked]
     assert run and run.artifact
-    stats = run.artifact.metadata
-    if "profiles" not in stats:
-        return [judge(gate, run.artifact.path, "", stats)]
+    try:
+        record = read_record(ComparisonRecord, run.artifact.metadata, run.stage.id)
+        if record.profiles is None:
+            record.paired()  # a single pair has its figures
+    except RecordError as exc:
+        return [_unreadable(target, gate, exc)]
+    if record.profiles is None:
+        return [judge(gate, run.artifact.path, "", record, record.conditions)]
     results = []
-    for profile, row in stats["profiles"].items():
+    for profile, row in record.profiles.items():
         name = f"{gate}[{profile}]"
-        if "error" in row:
+        if row.error is not None:
             results.append(GateResult(
                 target=target, gate=name, status=GateStatus.FAILED, counts_as_failure=True,
-                details={"profile": profile, "error": row["error"]},
-                message=f"{profile}: cannot compare at this profile's shapes: {row['error']}"))
+                details={"profile": profile, "error": row.error},
+                message=f"{profile}: cannot compare at this profile's shapes: {row.error}"))
             continue
-        result = judge(name, run.artifact.path, f"-{profile}",
-                       {**row, "conditions": stats.get("conditions")})
+        try:
+            row.paired()
+        except RecordError as exc:
+            results.append(_unreadable(target, name, exc))
+            continue
+        result = judge(name, run.artifact.path, f"-{profile}", row, record.conditions)
         result.details["profile"] = profile
         result.message = f"{profile}: {result.message}"
         results.append(result)
@@ -353,7 +383,8 @@ def _paired(target: str, gate: str, stage: str | None, execution: ExecutionResul
 
 
 def _compared(target: str, name: str, gate: LatencyGate, folder: Path, suffix: str,
-              stats: dict[str, Any], policy: Policy) -> GateResult:
+              stats: PairFigures, conditions: Conditions | None, policy: Policy
+              ) -> GateResult:
     import numpy as np
 
     from edgebuild.gates.regression import decide
@@ -367,10 +398,9 @@ def _compared(target: str, name: str, gate: LatencyGate, folder: Path, suffix: s
         target=target, gate=name, status=status,
         counts_as_failure=verdict.regressed or (status is GateStatus.UNDECIDED
                                                 and policy.undecided is Undecided.FAIL),
-        measured={"ratio": verdict.ratio, "baseline_p50": stats["baseline_p50"],
-                  "candidate_p50": stats["candidate_p50"]},
+        measured={"ratio": verdict.ratio, **stats.paired()},
         limits={"max_regression_pct": gate.max_regression_pct},
-        details={**verdict.to_json(), "conditions": stats.get("conditions")},
+        details={**verdict.to_json(), "conditions": _as_dict(conditions)},
         message=verdict.sentence())
 
 
@@ -379,12 +409,12 @@ def _speedup(target: str, gate: SpeedupGate, stages: TargetStages,
     """`speedup` (with shape profiles `speedup[<profile>]`): this build against target
     `gate.over`'s, timed interleaved by compare-speed."""
     return _paired(target, "speedup", stages.speedup, execution, policy,
-                   lambda name, folder, suffix, stats: _faster(
-                       target, name, gate, folder, suffix, stats, policy))
+                   lambda name, folder, suffix, stats, conditions: _faster(
+                       target, name, gate, folder, suffix, stats, conditions, policy))
 
 
 def _faster(target: str, name: str, gate: SpeedupGate, folder: Path, suffix: str,
-            stats: dict[str, Any], policy: Policy) -> GateResult:
+            stats: PairFigures, conditions: Conditions | None, policy: Policy) -> GateResult:
     """Decided like a regression, on the paired ratio this/over: passing needs the whole
     95 % interval under 1 / min_speedup, failing the whole interval over it."""
     import numpy as np
@@ -393,12 +423,13 @@ def _faster(target: str, name: str, gate: SpeedupGate, folder: Path, suffix: str
 
     verdict = decide(np.load(folder / f"baseline_ms{suffix}.npy"),
                      np.load(folder / f"candidate_ms{suffix}.npy"), 1 / gate.min_speedup - 1)
+    medians = stats.paired()
     status = {"regression": GateStatus.FAILED, "ok": GateStatus.PASSED,
               "undecided": GateStatus.UNDECIDED}[verdict.decision]
     if verdict.blocks and verdict.ratio == verdict.ratio:  # measured (not NaN)
         figure = (f"{1 / verdict.ratio:.2f}× as fast as {gate.over} [95 % CI "
                   f"{1 / verdict.high:.2f}–{1 / verdict.low:.2f}] over {verdict.blocks} blocks "
-                  f"(p50 {stats['candidate_p50']:.3g} vs {stats['baseline_p50']:.3g} ms, "
+                  f"(p50 {medians['candidate_p50']:.3g} vs {medians['baseline_p50']:.3g} ms, "
                   f"interleaved)")
     else:
         figure = f"only {verdict.blocks} blocks of samples; measure longer"
@@ -411,9 +442,11 @@ def _faster(target: str, name: str, gate: SpeedupGate, folder: Path, suffix: str
         target=target, gate=name, status=status,
         counts_as_failure=status is GateStatus.FAILED or (
             status is GateStatus.UNDECIDED and policy.undecided is Undecided.FAIL),
-        measured={"speedup": 1 / verdict.ratio if verdict.ratio else float("nan"),
-                  "baseline_p50": stats["baseline_p50"],
-                  "candidate_p50": stats["candidate_p50"]},
+        measured={"speedup": 1 / verdict.ratio if verdict.ratio else float("nan"), **medians},
         limits={"min_speedup": gate.min_speedup},
-        details={**verdict.to_json(), "over": gate.over, "conditions": stats.get("conditions")},
+        details={**verdict.to_json(), "over": gate.over, "conditions": _as_dict(conditions)},
         message=message)
+
+
+def _as_dict(conditions: Conditions | None) -> dict[str, Any] | None:
+    return conditions.as_dict() if conditions is not None else None

@@ -20,7 +20,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from edgebuild.core.artifact import UNTRUSTED
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, io_profiles
@@ -28,6 +27,13 @@ from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
 from edgebuild.gates import noisy
 from edgebuild.measure.conditions import conditions
+from edgebuild.measure.record import (
+    ComparisonRecord,
+    Conditions,
+    LatencyFigures,
+    LatencyRecord,
+    SelectionRecord,
+)
 from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import backend_tools, load_backend
 
@@ -61,45 +67,49 @@ class MeasureLatency(Op):
         on_device = backend.device_latency(ctx.input(), ctx.target, settings)
         if on_device is not None:
             if ctx.io.shapes:  # a device's own tool times the artifact as it was built
-                on_device = {"where": where, "profiles": {profile: {"unmeasurable": (
+                on_device = LatencyRecord(profiles={profile: LatencyFigures(unmeasurable=(
                     "not measurable here: the device's own benchmark tool times the artifact "
-                    "at its built shape only, not at this profile's")}
-                    for profile in io_profiles(ctx.io)}}
-            (ctx.out / "latency.json").write_text(json.dumps(on_device, indent=1))
-            if on_device.get("fallback"):
-                where = f"{where}; {on_device['fallback']}"
-            return OpResult(main="latency.json", format="latency",
-                            metadata={**on_device, "where": where})
+                    "at its built shape only, not at this profile's"))
+                    for profile in io_profiles(ctx.io)})
+            if on_device.fallback:
+                where = f"{where}; {on_device.fallback}"
+            on_device.where = where
+            return _stored(ctx, on_device)
         profiles = io_profiles(ctx.io)
-        rows: dict[str, dict[str, Any]] = {}
+        rows: dict[str, LatencyFigures] = {}
+        samples: dict[str, np.ndarray] = {}
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
             where = runner.label(where)
             for profile, shapes in profiles.items():
-                rows[profile] = _profile(ctx, runner, shapes, settings)
+                rows[profile], timed = _profile(ctx, runner, shapes, settings)
+                if timed is not None:
+                    samples[profile] = timed
         # A figure timed while others took the CPU is judged by its gate (met, beyond any
         # noise, or not measurable) but never cached: the next run times it again.
         untrusted = "; ".join(reason for reason in (
-            noisy.untrusted(row.get("conditions", {})) for row in rows.values()) if reason)
+            noisy.untrusted(row.conditions.as_dict()) for row in rows.values()
+            if row.conditions is not None) if reason)
+        import numpy as np
+
         if not ctx.io.shapes:  # one profile, the example shapes: the figures as they always were
-            import numpy as np
-
-            row = rows[EXAMPLE]
-            samples = row.pop("samples")
-            row.pop("shapes")
-            np.save(ctx.out / "samples_ms.npy", samples)
-            summary = {**row, "where": where}
+            np.save(ctx.out / "samples_ms.npy", samples[EXAMPLE])
+            row = rows[EXAMPLE].to_json()
+            del row["shapes"]
+            record = LatencyRecord.model_validate({**row, "where": where})
         else:
-            summary = {"where": where, "profiles": {}}
-            for profile, row in rows.items():
-                if "samples" in row:
-                    import numpy as np
-
-                    np.save(ctx.out / samples_file(profile), row.pop("samples"))
-                summary["profiles"][profile] = row
+            for profile, timed in samples.items():
+                np.save(ctx.out / samples_file(profile), timed)
+            record = LatencyRecord(where=where, profiles=rows)
         if untrusted:
-            summary[UNTRUSTED] = f"not cached: {untrusted}"
-        (ctx.out / "latency.json").write_text(json.dumps(summary, indent=1))
-        return OpResult(main="latency.json", format="latency", metadata=summary)
+            record.untrusted = f"not cached: {untrusted}"
+        return _stored(ctx, record)
+
+
+def _stored(ctx: StageContext, record: LatencyRecord) -> OpResult:
+    """The record as latency.json and as the stage's metadata."""
+    data = record.to_json()
+    (ctx.out / "latency.json").write_text(json.dumps(data, indent=1))
+    return OpResult(main="latency.json", format="latency", metadata=data)
 
 
 def samples_file(profile: str) -> str:
@@ -108,11 +118,11 @@ def samples_file(profile: str) -> str:
 
 
 def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
-             settings: MeasureSettings) -> dict[str, Any]:
-    """One profile's statistics and samples; `{"error": ...}` when the artifact cannot run
-    at its shapes. When other processes took the CPU it waits for quiet (bounded:
-    measure/quiet.py) and times again, up to MAX_TRIES times; a figure still too busy
-    keeps its samples, with `conditions.busy` saying so (the gate decides)."""
+             settings: MeasureSettings) -> tuple[LatencyFigures, np.ndarray | None]:
+    """One profile's figures and samples; a refused row (`error`) and no samples when the
+    artifact cannot run at its shapes. When other processes took the CPU it waits for
+    quiet (bounded: measure/quiet.py) and times again, up to MAX_TRIES times; a figure
+    still too busy keeps its samples, with `conditions.busy` saying so (the gate decides)."""
     from edgebuild.measure.stats import summarize
 
     (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
@@ -122,7 +132,7 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
     except Exception:
         if not ctx.io.shapes:
             raise  # the declared shapes themselves: the stage fails as it always did
-        return refused(shapes)
+        return LatencyFigures.model_validate(refused(shapes)), None
     step = _step(runner, feeds, ctx.io.state)
     before = conditions(settings.threads)
     samples, busy = _timed(step, settings)
@@ -136,20 +146,22 @@ def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
         samples, busy = _timed(step, settings)
         tries += 1
     after = conditions(settings.threads)
-    summary = summarize(samples)
-    summary["conditions"] = {**before, "load_average_after": after["load_average"],
-                             "others_busy_share": busy, "settings": settings.model_dump()}
+    measured = Conditions.model_validate({
+        **before, "load_average_after": after["load_average"], "others_busy_share": busy,
+        "settings": settings.model_dump()})
     if _too_busy(busy, settings):
         assert busy is not None and settings.max_busy_share is not None
-        summary["conditions"]["busy"] = (
+        measured.busy = (
             f"not measurable here: other processes used {busy:.0%} of the CPU while timing, "
             f"{tries} times (limit {settings.max_busy_share:.0%}, measure.max_busy_share); "
             "the figure would time them, not the model. Re-run on a quieter machine")
-    if ctx.io.state:  # one timed run is one step of the stream, its state carried
-        summary["per"] = "step"
     # What the artifact produced at this profile: the proof that it ran at its size.
-    return {**summary, "shapes": shapes, "output_shapes": shapes_of(outputs),
-            "samples": samples}
+    figures = LatencyFigures.model_validate({
+        **summarize(samples), "conditions": measured, "shapes": shapes,
+        "output_shapes": shapes_of(outputs),
+        # A stream's: one timed run is one step, its state carried.
+        **({"per": "step"} if ctx.io.state else {})})
+    return figures, samples
 
 
 def _step(runner: Runner, feeds: dict[str, np.ndarray],
@@ -221,10 +233,11 @@ class InterleavedTiming(Op):
         assert target is not None
         return (*backend_tools(target.backend), "numpy")
 
-    def finish(self, ctx: StageContext, file: str, summary: dict[str, Any],
+    def finish(self, ctx: StageContext, file: str, record: ComparisonRecord | SelectionRecord,
                before: dict[str, Any]) -> OpResult:
-        """Write `summary` (with the load before and after timing) as the stage's result."""
-        summary = {**summary, "conditions": {
-            **before, "load_average_after": conditions(None)["load_average"]}}
-        (ctx.out / file).write_text(json.dumps(summary, indent=1))
-        return OpResult(main=file, format=self.produces, metadata=summary)
+        """Write `record` (with the load before and after timing) as the stage's result."""
+        record.conditions = Conditions.model_validate(
+            {**before, "load_average_after": conditions(None)["load_average"]})
+        data = record.to_json()
+        (ctx.out / file).write_text(json.dumps(data, indent=1))
+        return OpResult(main=file, format=self.produces, metadata=data)

@@ -30,6 +30,8 @@ from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.gates.latency import InterleavedTiming
 from edgebuild.measure.conditions import conditions
+from edgebuild.measure.record import SelectionRecord
+from edgebuild.measure.record import Standing as StandingRecord
 from edgebuild.measure.timing import time_blocks
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import load_backend
@@ -96,7 +98,7 @@ class Select(InterleavedTiming):
                 np.save(ctx.out / f"blocks_ms{suffix}.npy", timed[profile])
         ranking = rank(timed if ctx.io.shapes else timed[EXAMPLE],
                        [c.name for c in p.candidates])
-        return self.finish(ctx, "selection.json", ranking.to_json(), before)
+        return self.finish(ctx, "selection.json", ranking.record(), before)
 
 
 def _bind(runner: Any, feeds: dict[str, Any]) -> Callable[[], Any]:
@@ -116,14 +118,15 @@ class Standing:
     slower: bool  # the interval lies above 1: a real difference, not noise
     profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # median/p90 each
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"name": self.name, "median_ms": round(self.median_ms, 4),
-                "p90_ms": round(self.p90_ms, 4), "ratio": round(self.ratio, 4),
-                "ci95": [round(self.low, 4), round(self.high, 4)], "slower": self.slower}
+    def record(self) -> StandingRecord:
+        record = StandingRecord(name=self.name, median_ms=round(self.median_ms, 4),
+                                p90_ms=round(self.p90_ms, 4), ratio=round(self.ratio, 4),
+                                ci95=(round(self.low, 4), round(self.high, 4)),
+                                slower=self.slower)
         if self.profiles:
-            data["profiles"] = {name: {k: round(v, 4) for k, v in row.items()}
-                                for name, row in self.profiles.items()}
-        return data
+            record.profiles = {name: {k: round(v, 4) for k, v in row.items()}
+                               for name, row in self.profiles.items()}
+        return record
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,9 @@ class Ranking:
         """Candidates the measurement cannot tell apart from the winner."""
         return [s.name for s in self.standings if s.name != self.chosen and not s.slower]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"chosen": self.chosen, "rounds": self.rounds, "tied": self.tied,
-                "candidates": [s.to_json() for s in self.standings]}
+    def record(self) -> SelectionRecord:
+        return SelectionRecord(chosen=self.chosen, rounds=self.rounds, tied=self.tied,
+                               candidates=[s.record() for s in self.standings])
 
 
 def rank(blocks: np.ndarray | dict[str, np.ndarray], names: list[str]) -> Ranking:

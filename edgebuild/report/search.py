@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from edgebuild.measure.record import LatencyFigures, LatencyRecord, RecordError, read_record
 from edgebuild.report.model import CandidateReport, SearchReport
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
     entry = loaded.recipe.targets[outcome.target]
     assert entry.search is not None
     written = {c.name: c for c in loaded.searches[outcome.target]}
-    compared = {c["name"]: c for c in (outcome.ranking or {}).get("candidates", [])}
+    compared = {c.name: c for c in (outcome.ranking.candidates if outcome.ranking else [])}
     rows = []
     for name, result in outcome.candidates.items():
         candidate = written[name]
@@ -30,12 +31,13 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
             gates=result.gates)
         latency = execution.runs.get(result.stages.latency or "")
         if latency is not None and latency.artifact is not None:
-            stats: dict[str, Any] = latency.artifact.metadata
-            if "profiles" in stats:  # shape profiles: the table shows the first one timed
-                stats = next((r for r in stats["profiles"].values() if "p50" in r), {})
-            p50, p90 = stats.get("p50"), stats.get("p90")  # a device tool may give neither
-            row.p50_ms = float(p50) if p50 is not None else None
-            row.p90_ms = float(p90) if p90 is not None else None
+            try:
+                stats = _first_timed(read_record(LatencyRecord, latency.artifact.metadata,
+                                                 latency.stage.id))
+            except RecordError:  # its latency gate says so; the table shows no figure
+                stats = None
+            if stats is not None:  # a device tool may give neither
+                row.p50_ms, row.p90_ms = stats.p50, stats.p90
         compiled = execution.runs.get(result.stages.compiled)
         if compiled is not None and compiled.artifact is not None:
             row.size_mb = round(compiled.artifact.shipped_bytes / 1e6, 3)
@@ -46,9 +48,9 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
                 row.cosine = gate.measured.get("cosine")
                 row.top1 = gate.measured.get("top1")
         if name in compared:
-            row.interleaved_ms = compared[name]["median_ms"]
-            row.ratio = compared[name]["ratio"]
-            row.ratio_ci95 = compared[name]["ci95"]
+            row.interleaved_ms = compared[name].median_ms
+            row.ratio = compared[name].ratio
+            row.ratio_ci95 = list(compared[name].ci95)
         rows.append(row)
     front = pareto_front({r.name: (r.p50_ms, r.top1_agreement) for r in rows
                           if r.p50_ms is not None and r.top1_agreement is not None})
@@ -56,8 +58,15 @@ def search_report(outcome: SearchResult, execution: ExecutionResult,
         row.pareto = row.name in front
     selection = None
     if outcome.ranking is not None:
-        selection = {k: v for k, v in outcome.ranking.items() if k != "candidates"}
+        selection = {k: v for k, v in outcome.ranking.to_json().items() if k != "candidates"}
     return SearchReport(chosen=outcome.chosen, message=outcome.message,
                         max_candidates=entry.search.max_candidates,
                         max_minutes=entry.search.max_minutes, seconds=outcome.seconds,
                         candidates=rows, selection=selection)
+
+
+def _first_timed(record: LatencyRecord) -> LatencyFigures | None:
+    """The figures the candidate table shows: with shape profiles, the first one timed."""
+    if record.profiles is None:
+        return record
+    return next((row for row in record.profiles.values() if row.p50 is not None), None)

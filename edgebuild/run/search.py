@@ -25,13 +25,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.digest import canonical_json
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.measure.record import SelectionRecord, read_record
 from edgebuild.plan.planner import (
     Plan,
     SearchStages,
@@ -73,7 +74,7 @@ class SearchResult:
     chosen: str | None
     message: str
     seconds: float = 0.0
-    ranking: dict[str, Any] | None = None  # the select stage's metadata, if it ran
+    ranking: SelectionRecord | None = None  # the select stage's record, if it ran
 
     @property
     def passing(self) -> list[str]:
@@ -222,14 +223,14 @@ def _search(waves: _Waves, target: str, search: SearchStages, own: dict[str, lis
         waves.execute(select_plan(plan, stage))
         run = waves.result.runs[stage.id]
         if run.artifact is not None:
-            ranking = run.artifact.metadata
+            ranking = read_record(SelectionRecord, run.artifact.metadata, stage.id)
     else:
         why = (f"not needed: only '{passing[0]}' passed every gate" if passing
                else "not run: no candidate passed every gate")
         if twins and passing:
             why = f"not needed: every candidate that passed builds '{passing[0]}''s artifact"
         waves.skip([select.id], why)
-    chosen = ranking["chosen"] if ranking else passing[0] if len(passing) == 1 else None
+    chosen = ranking.chosen if ranking else passing[0] if len(passing) == 1 else None
     if chosen is not None:
         results[chosen].state = CandidateState.CHOSEN
     return SearchResult(target, results, chosen,
@@ -338,7 +339,7 @@ def _failure(gate: GateResult) -> str:
 
 
 def _message(results: dict[str, CandidateResult], chosen: str | None,
-             ranking: dict[str, Any] | None, select: StageRun) -> str:
+             ranking: SelectionRecord | None, select: StageRun) -> str:
     total = len(results)
     tried = sum(1 for c in results.values() if c.state is not CandidateState.NOT_TRIED)
     counted = f"{tried} of {total} candidates tried" if tried < total else f"{total} candidates"
@@ -358,23 +359,23 @@ def _message(results: dict[str, CandidateResult], chosen: str | None,
             return (f"chose '{chosen}': the {len(passing)} candidates that passed every gate "
                     f"build the same artifact ({counted})")
         return f"chose '{chosen}', the only candidate that passed every gate ({counted})"
-    standings = ranking["candidates"]
+    standings = ranking.candidates
     winner = standings[0]
     timed = (f"; {len(standings)} distinct builds timed" if len(standings) < len(passing)
              else "")
-    median = f"interleaved median {winner['median_ms']:.3f} ms"
-    if winner.get("profiles"):
-        profiles = list(winner["profiles"])
+    median = f"interleaved median {winner.median_ms:.3f} ms"
+    if winner.profiles:
+        profiles = list(winner.profiles)
         median = (f"lowest geometric mean over the {len(profiles)} shape profiles, "
                   f"{median} at {profiles[0]}")
     text = (f"chose '{chosen}': fastest of the {len(passing)} candidates that passed every "
             f"gate ({counted}{timed}), {median}")
     if len(standings) > 1:
         second = standings[1]
-        low, high = second["ci95"]
-        text += (f"; next '{second['name']}' x{second['ratio']:.2f} "
+        low, high = second.ci95
+        text += (f"; next '{second.name}' x{second.ratio:.2f} "
                  f"[95 % CI {low:.2f}-{high:.2f}]")
-        if not second["slower"]:
+        if not second.slower:
             text += ", within noise"
     return text
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.digest import digest_file
+from edgebuild.core.stage_result import StageResult
 from edgebuild.execute.task import stage_spec
 from edgebuild.execute.worker import run_stage
 from edgebuild.plan.planner import Plan, build_plan
@@ -25,20 +26,21 @@ def plan() -> Plan:
 
 
 def run(built: Plan, stage_id: str, inputs: dict[str, Artifact], root: Path,
-        spec_changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One stage's result dict, run as a worker runs it."""
+        spec_changes: dict[str, Any] | None = None) -> StageResult:
+    """One stage's result, run as a worker runs it."""
     out = root / stage_id.replace("@", "_").replace("#", "_")
     out.mkdir(parents=True, exist_ok=True)
     spec = {**stage_spec(built, built.stage(stage_id), inputs, out), **(spec_changes or {})}
     return run_stage(spec)
 
 
-def artifact(result: dict[str, Any], folder: Path) -> Artifact:
+def artifact(result: StageResult, folder: Path) -> Artifact:
     files = {p.relative_to(folder).as_posix(): digest_file(p)
              for p in sorted(folder.rglob("*")) if p.is_file()}
     sizes = {name: (folder / name).stat().st_size for name in files}
-    return Artifact("0" * 64, result["format"], folder, files, sizes,
-                    {**result["metadata"], "main": result["main"]})
+    assert result.format is not None
+    return Artifact("0" * 64, result.format, folder, files, sizes,
+                    {**result.metadata, "main": result.main})
 
 
 def build(built: Plan, target: str, root: Path) -> dict[str, Artifact]:
@@ -48,7 +50,7 @@ def build(built: Plan, target: str, root: Path) -> dict[str, Artifact]:
     for stage_id in [*stages.chain, stages.compiled]:
         stage = built.stage(stage_id)
         result = run(built, stage_id, {r: done[s] for r, s in stage.inputs}, root)
-        assert result["status"] == "ok", result
+        assert result.status == "ok", result
         out = root / stage_id.replace("@", "_").replace("#", "_")
         done[stage_id] = artifact(result, out)
     return done

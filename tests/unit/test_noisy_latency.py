@@ -10,7 +10,8 @@ import pytest
 from edgebuild.errors import RecipeError
 from edgebuild.gates.evaluate import _latency_from_stats
 from edgebuild.gates.noisy import MAX_SLOWDOWN, MachineLoad, machine_load, too_noisy, untrusted
-from edgebuild.gates.result import GateStatus
+from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.measure.record import LatencyFigures
 from edgebuild.recipe.loader import load_recipe
 from edgebuild.recipe.models import LatencyGate, Policy
 
@@ -27,6 +28,13 @@ def stats(p50: float, before: float | None, after: float | None, cores: int = 2,
     return {"p50": p50, "p90": p50 * 1.1, "p99": p50 * 1.3, "mean": p50, "std": 0.01,
             "n": 200, "p50_ci95": [p50 * 0.99, p50 * 1.01], "p90_ci95": [p50, p50 * 1.2],
             "p99_ci95": [p50 * 1.2, None], "conditions": conditions}
+
+
+def judge(target: str, gate: LatencyGate, record: dict[str, Any], policy: Policy
+          ) -> GateResult:
+    """The gate's verdict on `record` as measure-latency stores it (read as the gate reads
+    it: a LatencyFigures)."""
+    return _latency_from_stats(target, gate, LatencyFigures.model_validate(record), policy)
 
 
 NOISY = LatencyGate(budget_ms=1.0, on_noisy="undecided")  # type: ignore[arg-type]
@@ -47,7 +55,7 @@ def test_load_is_the_larger_of_before_and_after_per_core() -> None:
 
 
 def test_missed_budget_on_a_loaded_machine_is_undecided_and_warns() -> None:
-    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 0.4, 3.1), Policy())
+    result = judge("host-cpu", NOISY, stats(1.4, 0.4, 3.1), Policy())
     assert result.status is GateStatus.UNDECIDED
     assert not result.counts_as_failure and result  # policy.undecided: warn (the default)
     assert result.message.startswith(
@@ -61,7 +69,7 @@ def test_missed_budget_on_a_loaded_machine_is_undecided_and_warns() -> None:
 
 def test_policy_undecided_fail_fails_the_run() -> None:
     policy = Policy(undecided="fail")  # type: ignore[arg-type]
-    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 3.1, 3.1), policy)
+    result = judge("host-cpu", NOISY, stats(1.4, 3.1, 3.1), policy)
     assert result.status is GateStatus.UNDECIDED
     assert result.counts_as_failure and not result
 
@@ -77,7 +85,7 @@ def test_policy_undecided_fail_fails_the_run() -> None:
 def test_only_a_missed_budget_under_load_past_max_load_is_undecided(
         gate: LatencyGate, p50: float, before: float | None, after: float | None,
         expected: GateStatus) -> None:
-    result = _latency_from_stats("host-cpu", gate, stats(p50, before, after), Policy())
+    result = judge("host-cpu", gate, stats(p50, before, after), Policy())
     assert result.status is expected, result.message
     assert bool(result) is (expected is GateStatus.PASSED)
     assert ("noisy" in result.details) is (expected is GateStatus.UNDECIDED)
@@ -132,7 +140,7 @@ def test_an_impossible_budget_under_load_fails() -> None:
     """The issue's run: p50 3.531 ms against 1e-6 ms at load 4.3 on 2 cores was
     'undecided' and exit 0; no load explains 3.5 million ×."""
     gate = LatencyGate(budget_ms=1e-6, on_noisy="undecided")  # type: ignore[arg-type]
-    result = _latency_from_stats("host-cpu", gate, stats(3.531, 4.3, 4.3, busy=0.6),
+    result = judge("host-cpu", gate, stats(3.531, 4.3, 4.3, busy=0.6),
                                  Policy())
     assert result.status is GateStatus.FAILED and result.counts_as_failure
     assert result.details["noisy"]["beyond_noise"] is True
@@ -147,21 +155,21 @@ def test_an_impossible_budget_under_load_fails() -> None:
 ])
 def test_undecided_only_within_the_plausible_slowdown(p50: float,
                                                       expected: GateStatus) -> None:
-    result = _latency_from_stats("host-cpu", NOISY, stats(p50, 3.1, 3.1), Policy())
+    result = judge("host-cpu", NOISY, stats(p50, 3.1, 3.1), Policy())
     assert result.status is expected, result.message
 
 
 def test_a_busy_share_alone_makes_a_miss_noisy() -> None:
     """max_busy_share: null let a figure through at 70 % foreign CPU with a low load
     average (it lags): the busy share is what the machine was doing while timing."""
-    result = _latency_from_stats("host-cpu", NOISY, stats(1.4, 0.3, 0.5, busy=0.7), Policy())
+    result = judge("host-cpu", NOISY, stats(1.4, 0.3, 0.5, busy=0.7), Policy())
     assert result.status is GateStatus.UNDECIDED, result.message
     assert "other processes used 70% of the CPU" in result.message
 
 
 def test_a_one_sided_interval_renders_without_a_number() -> None:
     gate = LatencyGate(budget_ms=10.0, percentile=99)
-    result = _latency_from_stats("host-cpu", gate, stats(1.0, 0.1, 0.1), Policy())
+    result = judge("host-cpu", gate, stats(1.0, 0.1, 0.1), Policy())
     assert result.status is GateStatus.PASSED
     assert "[95 % CI 1.200–?]" in result.message
     assert "not enough samples to bound p99 from above" in result.message
@@ -193,7 +201,7 @@ def test_a_busy_figure_is_judged_by_what_the_load_can_explain(
         p50: float, expected: GateStatus) -> None:
     record = stats(p50, 2.5, 2.5, busy=0.67)
     record["conditions"]["busy"] = BUSY
-    result = _latency_from_stats("host-cpu", STRICT, record,
+    result = judge("host-cpu", STRICT, record,
                                  Policy(unmeasurable="warn"))  # type: ignore[arg-type]
     assert result.status is expected, result.message
     assert result.busy is (expected is GateStatus.UNMEASURABLE)

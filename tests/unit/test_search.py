@@ -16,6 +16,7 @@ from edgebuild.errors import PlanError, RecipeError
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.select import pareto_front, rank
+from edgebuild.measure.record import SelectionRecord, Standing
 from edgebuild.measure.timing import time_blocks
 from edgebuild.plan.planner import Plan, build_plan, own_stages
 from edgebuild.plan.resolve import KeyResolver
@@ -248,9 +249,9 @@ class FakeExecutor:
                 metadata: dict[str, Any] = {}
                 if stage.op == "select":
                     names = [role for role, _ in stage.inputs]
-                    metadata = {"chosen": names[-1], "candidates": [
-                        {"name": n, "median_ms": 1.0, "ratio": 1.0, "ci95": [1, 1],
-                         "slower": False} for n in reversed(names)]}
+                    metadata = SelectionRecord(chosen=names[-1], rounds=1, tied=[], candidates=[
+                        Standing(name=n, median_ms=1.0, p90_ms=1.0, ratio=1.0, ci95=(1, 1),
+                                 slower=False) for n in reversed(names)]).to_json()
                 run = StageRun(stage, Outcome.BUILT, artifact=Artifact(
                     "k" * 64, "x", Path(), {"out": self.digests.get(stage.id, stage.id)}, {},
                     metadata))
@@ -462,9 +463,11 @@ def test_rank_over_profiles_weighs_each_profile_the_same() -> None:
     assert big.name == "big" and big.median_ms == pytest.approx(1.5, rel=0.01)
     assert big.profiles["large"]["median_ms"] == pytest.approx(40, rel=0.01)
     assert 0.75 < big.ratio < 1.55  # half the rounds at 1.5x, half at 0.8x
-    row = ranking.to_json()["candidates"][1]
-    assert set(row["profiles"]) == {"small", "large"}
-    json.dumps(ranking.to_json())
+    record = ranking.record()
+    row = record.candidates[1]
+    assert row.profiles is not None and set(row.profiles) == {"small", "large"}
+    stored = json.loads(json.dumps(record.to_json()))
+    assert SelectionRecord.model_validate(stored) == record  # the cache's round trip
 
 
 def test_round_robin_rotates_who_goes_first() -> None:

@@ -260,7 +260,7 @@ def test_fully_delegated_nnapi_nodes_partitions_memory() -> None:
         "requested": "nnapi", "execution": "complete", "delegate": "TfLiteNnapiDelegate",
         "nodes_delegated": 31, "partitions": 1, "nodes_total": 31, "nodes_on_cpu": 0,
         "nnapi_accelerators": ["synap-npu", "nnapi-reference"]}
-    assert result["memory_mb"] == {"init": 7.40234, "overall": 7.83203}
+    assert result["memory"] == {"init_mb": 7.40234, "overall_mb": 7.83203}
     assert result["init_ms"] == pytest.approx(66.002)
 
 
@@ -276,7 +276,7 @@ def test_percentiles_when_the_build_prints_them() -> None:
     delegation = result["delegation"]
     assert (delegation["nodes_delegated"], delegation["nodes_total"],
             delegation["nodes_on_cpu"], delegation["partitions"]) == (1036, 1097, 61, 23)
-    assert result["memory_mb"] == {"init": 286.73, "overall": 337.0}
+    assert result["memory"] == {"init_mb": 286.73, "overall_mb": 337.0}
 
 
 def test_no_delegate_fractions_and_old_formats() -> None:
@@ -520,15 +520,18 @@ def test_no_phone_no_benchmark(fake_adb: FakeAdb, model: Path) -> None:
 def test_latency_gate_on_device_figures() -> None:
     """benchmark_model's figures reach the gate: a printed median gates p50; p90 cannot."""
     from edgebuild.gates.evaluate import _device_latency, _latency_from_stats
+    from edgebuild.measure.record import LatencyRecord, read_record
     from edgebuild.recipe.models import LatencyGate, Policy
 
-    with_median = to_result(parse_benchmark_output(PERCENTILES_XNNPACK),
-                            DeviceDelegate.XNNPACK, 50)
+    with_median = read_record(LatencyRecord, to_result(
+        parse_benchmark_output(PERCENTILES_XNNPACK), DeviceDelegate.XNNPACK, 50), "the phone")
     p50 = _latency_from_stats("android", LatencyGate(budget_ms=5000, percentile=50),
-                              {**with_median, "where": "device: phone"}, Policy())
+                              with_median, Policy(), where="device: phone")
     assert p50.status.value == "passed" and "device: phone" in p50.message
 
-    without = to_result(parse_benchmark_output(OLD_SUMMARY), DeviceDelegate.NNAPI, 50)
+    without = read_record(LatencyRecord, to_result(
+        parse_benchmark_output(OLD_SUMMARY), DeviceDelegate.NNAPI, 50), "the phone")
     p90 = _device_latency("android", LatencyGate(budget_ms=1000, percentile=90), without,
-                          {}, "", Policy())
+                          "", {}, Policy())
     assert p90.status.value == "unmeasurable" and "not p90" in p90.message
+    assert p90.details["device"]["delegation"]["requested"] == "nnapi"

@@ -41,6 +41,7 @@ from edgebuild.errors import BackendUnavailable, StageError
 
 if TYPE_CHECKING:
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import LatencyRecord
     from edgebuild.recipe.common import MeasureSettings
 
 MODEL = "model.onnx"
@@ -203,7 +204,7 @@ class TensorRtBackend(Backend):
                 "its FP16 / Q/DQ numerics, not the engine's")
 
     def device_latency(self, artifact: Artifact, target: Target,
-                       settings: MeasureSettings) -> dict[str, Any] | None:
+                       settings: MeasureSettings) -> LatencyRecord | None:
         options = TensorRtOptions.model_validate(target.options)
         if options.latency_tool != "trtexec":
             return None  # the latency protocol times EngineRunner.infer in this process
@@ -211,11 +212,12 @@ class TensorRtBackend(Backend):
 
 
 def trtexec_latency(folder: Path, options: TensorRtOptions,
-                    settings: MeasureSettings) -> dict[str, Any]:
+                    settings: MeasureSettings) -> LatencyRecord:
     """trtexec's own timing of the engine, and its per-layer profile with `layer_timing`.
     Its files go to a scratch folder: the engine's artifact folder is the cache's."""
     import numpy as np
 
+    from edgebuild.measure.record import LatencyRecord, read_record
     from edgebuild.measure.stats import summarize
 
     if shutil.which("trtexec") is None:
@@ -236,11 +238,17 @@ def trtexec_latency(folder: Path, options: TensorRtOptions,
             raise StageError(f"trtexec failed (exit {done.returncode}): "
                              f"{done.stdout[-500:]}{done.stderr[-500:]}")
         times = json.loads((scratch / "times.json").read_text())
-        summary = summarize(np.array([t["latencyMs"] for t in times], dtype=np.float64))
-        summary["tool"] = shell_line(command)
+        try:
+            latencies = np.array([t["latencyMs"] for t in times], dtype=np.float64)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise StageError(f"trtexec's --exportTimes file is not a list of "
+                             f"{{latencyMs: …}} ({type(exc).__name__}: {exc})",
+                             "a trtexec this edgebuild does not know; its log says more"
+                             ) from None
+        summary = {**summarize(latencies), "tool": shell_line(command)}
         if options.layer_timing:
-            summary["layers"] = json.loads((scratch / "layers.json").read_text())
-    return summary
+            summary["profile"] = json.loads((scratch / "layers.json").read_text())
+    return read_record(LatencyRecord, summary, "trtexec's timing")
 
 
 def check_qdq(model: Any) -> dict[str, Any]:

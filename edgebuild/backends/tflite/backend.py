@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import LatencyRecord
     from edgebuild.recipe.common import MeasureSettings
 
 
@@ -195,17 +196,19 @@ class TfliteBackend(Backend):
                 f"figure, not the phone's ({options.delegate.value} delegate)")
 
     def device_latency(self, artifact: Artifact, target: Target,
-                       settings: MeasureSettings) -> dict[str, Any] | None:
+                       settings: MeasureSettings) -> LatencyRecord | None:
         options = TfliteOptions.model_validate(target.options)
         if options.latency_on is not LatencyOn.DEVICE:
             return None
         from edgebuild.backends.tflite import device
+        from edgebuild.measure.record import LatencyRecord, read_record
 
-        return device.benchmark(
+        return read_record(LatencyRecord, device.benchmark(
             artifact.main, delegate=options.delegate.value, threads=settings.threads,
             warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
             serial=options.device_serial, binary=options.benchmark_model,
-            fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
+            fallback=options.delegate_fallback is DelegateFallback.BUILTIN),
+            "the phone's benchmark_model")
 
 
 def _kept_float(options: TfliteOptions, kept: Any) -> dict[str, Any] | None:

@@ -351,8 +351,8 @@ def to_result(log: BenchmarkLog, delegate: DeviceDelegate, requested_runs: int
         result["runs_note"] = (f"benchmark_model stopped after {timed.count} of "
                                f"{requested_runs} runs (its max_secs limit)")
     result["delegation"] = delegation(log, delegate)
-    if log.memory_mb:
-        result["memory_mb"] = dict(log.memory_mb)
+    if log.memory_mb:  # {init, overall, peak} as measure/record.py's Memory
+        result["memory"] = {f"{name}_mb": mb for name, mb in log.memory_mb.items()}
     if log.model_size_mb is not None:
         result["model_size_mb"] = log.model_size_mb
     if log.errors:

@@ -82,13 +82,19 @@ def choose(model: Artifact, options: TfliteOptions, samples: Samples | None,
     SavedModel came without it (the caller says so in the metadata)."""
     import onnx
 
+    from edgebuild.core.paths import confined
     from edgebuild.passes.int8_safety import float_nodes
 
     converted = model.metadata.get("converted_onnx")
-    layers_file = model.metadata.get("layers")
-    if not converted or not layers_file or not (model.path / converted).is_file():
+    layers_file = model.metadata.get("layers_file")
+    if not converted or not layers_file:
         return None
-    graph_model = onnx.load(str(model.path / converted))
+    # Names from the artifact's metadata (a shared store's entry): only ever its own files.
+    graph_path = confined(model.path, converted, "the converted ONNX file's name")
+    layers_path = confined(model.path, layers_file, "the onnx2tf layers file's name")
+    if not graph_path.is_file():
+        return None
+    graph_model = onnx.load(str(graph_path))
     probe = [samples.feed(i) for i in range(min(RANGE_SAMPLES, count, len(samples)))] \
         if samples is not None else None
     chosen = float_nodes(graph_model, probe, options.keep_float.value,
@@ -96,7 +102,7 @@ def choose(model: Artifact, options: TfliteOptions, samples: Samples | None,
     graph = graph_model.graph
     producers = {o: n.name for n in graph.node for o in n.output}
     outputs = [o.name for o in graph.output]
-    return KeptFloat(chosen, json.loads((model.path / layers_file).read_text()), outputs,
+    return KeptFloat(chosen, json.loads(layers_path.read_text()), outputs,
                      {o: producers.get(o, "") for o in outputs}, options.io_type.value,
                      same_scale_feeders(graph, [m.node for m in chosen.mixed_range]))
 

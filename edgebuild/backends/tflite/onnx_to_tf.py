@@ -86,9 +86,10 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    # 7: converted.onnx + onnx2tf_layers.json (INT8 float nodes); 6: pseudo Erf,
+    # 8: metadata `layers_file` (was `layers`, which the quantize pass's per-layer report
+    # also is); 7: converted.onnx + onnx2tf_layers.json (INT8 float nodes); 6: pseudo Erf,
     # data-propagated shapes; 4: Constants as initializers
-    version = 7
+    version = 8
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -126,7 +127,7 @@ class OnnxToTf(Op):
                       "onnx_inputs": _tensor_shapes(model.graph.input),
                       "pinned_inputs": pinned,
                       "onnx_outputs": _tensor_shapes(model.graph.output),
-                      "converted_onnx": CONVERTED_ONNX, "layers": LAYERS_FILE})
+                      "converted_onnx": CONVERTED_ONNX, "layers_file": LAYERS_FILE})
 
 
 def channels_last_inputs(model: onnx.ModelProto) -> list[str]:

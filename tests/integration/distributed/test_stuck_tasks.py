@@ -22,8 +22,9 @@ pytest.importorskip("distributed", reason="--cluster needs Dask distributed "
 pytestmark = pytest.mark.distributed
 
 # A carried dataset function whose stage answers with a result too deeply nested to read
-# back: `run_remote` itself raises RecursionError on the Dask worker, an exception Dask
-# cannot ship to the client (the client used to wait forever).
+# back: `json.loads` in `run_remote` raised RecursionError on the Dask worker, an exception
+# Dask cannot ship to the client (the client used to wait forever). The result is now read
+# as a typed StageResult, whose parser refuses the nesting with a one-line error.
 TOO_DEEP = """\
 import os
 import sys
@@ -94,7 +95,8 @@ def test_an_exception_dask_cannot_send_back_fails_the_stage(
     assert result.returncode == 3, text
     assert "Traceback" not in result.stdout + result.stderr
     line = failure_line(result.stderr, "reference")
-    assert "RecursionError" in line and "tls://127.0.0.1:" in line, line  # what, and where
+    assert "malformed" in line and "recursion limit" in line, line  # what
+    assert "tls://127.0.0.1:" in line, line  # and where
     outcomes = {sid: s["outcome"] for sid, s in stages(tmp_path / "out").items()}
     assert outcomes["reference"] == "failed"
     assert outcomes["measure-latency@host-cpu"] == "built"  # keep-going: the rest ran
@@ -155,7 +157,7 @@ def test_the_client_stops_waiting_for_a_reply_that_never_comes(
             timeout=300)
     finally:
         executor.shutdown()
-    assert outcome.result["status"] == "error"
-    message = outcome.result["message"]
+    assert outcome.result.status == "error"
+    message = outcome.result.message
     assert message.startswith("no reply from worker tls://127.0.0.1:"), message
     assert "within 10 s" in message and "\n" not in message

@@ -121,7 +121,7 @@ def test_files_sent_while_every_worker_is_dead_wait_for_their_restart(
             timeout=300)
     finally:
         executor.shutdown()
-    message = str(outcome.result.get("message", ""))
+    message = outcome.result.message
     # The files reached a restarted worker, which ran the task (and refused the unknown
     # stage): neither the send nor the Dask task failed.
     assert not message.startswith("cannot send"), message

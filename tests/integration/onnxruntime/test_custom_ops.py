@@ -14,6 +14,7 @@ from edgebuild.core.artifact import Artifact
 from edgebuild.customops.declared import activated
 from edgebuild.errors import StageError
 from edgebuild.execute.worker import run_stage
+from edgebuild.measure.record import LatencyRecord, read_record
 from edgebuild.registry import load_backend
 from tests.integration import custom_ops_chain as chain
 
@@ -69,8 +70,9 @@ def test_latency_is_measured_with_the_kernel(
                             {"model": done["compile@host-cpu"]}, tmp_path)
     result = run_stage({**spec, "op": "measure-latency", "params": {}, "target": target,
                         "stage_id": "measure-latency@host-cpu"})
-    assert result["status"] == "ok", result
-    assert result["metadata"]["n"] >= 20 and result["metadata"]["p50"] > 0
+    assert result.status == "ok", result
+    record = read_record(LatencyRecord, result.metadata, "measure-latency@host-cpu")
+    assert record.n is not None and record.n >= 20 and record.p50 is not None and record.p50 > 0
 
 
 def test_no_kernel_is_a_clear_error(built: tuple[chain.Plan, dict[str, Artifact]]) -> None:
