@@ -48,8 +48,9 @@ def quantize_for_htp(source: Path, destination: Path, precision: str, samples: A
     from edgebuild.passes.int8_safety import float_nodes
 
     preprocessed = destination.with_name("preprocessed.onnx")
-    changed = qnn_preprocess_model(str(source), str(preprocessed))
-    model = preprocessed if changed else source
+    upgraded = _opset_13(source, destination.with_name("opset13.onnx"))
+    changed = qnn_preprocess_model(str(upgraded or source), str(preprocessed))
+    model = preprocessed if changed else (upgraded or source)
     activation, weight = TYPES[precision]
     probe = [samples.feed(i) for i in range(min(RANGE_SAMPLES, count, len(samples)))]
     kept = float_nodes(onnx.load(str(model)), probe, keep_float, bound)
@@ -68,6 +69,30 @@ def quantize_for_htp(source: Path, destination: Path, precision: str, samples: A
                          "exclude the node it names, or try `precision: fp16`") from None
     finally:
         preprocessed.unlink(missing_ok=True)
+        if upgraded is not None:
+            upgraded.unlink(missing_ok=True)
     return {"activations": activation, "weights": weight, "per_channel": per_channel,
             "preprocessed": bool(changed), "calibration_samples": min(count, len(samples)),
-            "kept_float": kept.to_json()}
+            "kept_float": kept.to_json(),
+            **({"opset_upgraded_to": 13} if upgraded is not None else {})}
+
+
+def _opset_13(source: Path, destination: Path) -> Path | None:
+    """`source` converted to opset 13 when it is older (None when it is not): Q/DQ with
+    an `axis` (per-channel weights, and the bias QNN's config quantizes per channel)
+    exists from opset 13; an opset-12 export (PaddleOCR's) loaded as an invalid model."""
+    import onnx
+    from onnx import version_converter
+
+    model = onnx.load(str(source))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    if opset >= 13:
+        return None
+    try:
+        converted = version_converter.convert_version(model, 13)
+    except Exception as exc:  # onnx names the op it has no adapter for
+        raise StageError(f"the model is opset {opset}; QNN's Q/DQ needs opset 13, and onnx's "
+                         f"version converter failed: {type(exc).__name__}: {exc}",
+                         "re-export the model at opset 13 or later") from None
+    onnx.save(converted, str(destination))
+    return destination
