@@ -58,7 +58,7 @@ class AccuracyAware(BaseModel):
 
 
 BudgetStep = Literal["percentile", "entropy", "reduce_range", "bias_correction", "equalize",
-                     "keep_float"]
+                     "seq_mse", "adaround", "keep_float"]
 DEFAULT_STEPS: tuple[BudgetStep, ...] = ("percentile", "entropy", "reduce_range",
                                          "bias_correction", "equalize", "keep_float")
 
@@ -81,8 +81,9 @@ class FidelityBudget(BaseModel):
         description="Levers tried after the params as written, in order, until the gate "
         "passes: `percentile`/`entropy` replace the calibration method; `reduce_range` (auto), "
         "`bias_correction` and `equalize` (CLE exact) are added to the best configuration so "
-        "far and kept if they raise the headroom; `keep_float` (last) keeps the fewest most "
-        "sensitive layers in float.")
+        "far and kept if they raise the headroom; `seq_mse`/`adaround` switch to engine "
+        "aimet with that weight rounding (skipped, with the reason, when aimet-onnx is not "
+        "installed); `keep_float` (last) keeps the fewest most sensitive layers in float.")
     max_iterations: int = Field(8, ge=1, le=64,
                                 description="`keep_float`: re-quantizations at most.")
     max_seconds: float = Field(1800.0, gt=0, description="Stop trying after this long.")
@@ -153,6 +154,12 @@ PRESET_EXTRA: dict[str, dict[str, Any]] = {"tensorrt": TENSORRT_EXTRA,
                                            "transformer": TRANSFORMER_EXTRA}
 
 
+# Params ONNX Runtime's quantizer honours and the AIMET engine cannot.
+AIMET_REFUSES: dict[str, tuple[Any, ...]] = {
+    "mode": ("dynamic", "fp16"), "method": ("percentile",), "preset": ("tensorrt", "transformer"),
+    "reduce_range": (True, "auto"), "weight_type": ("uint8",), "activation_symmetric": (True,)}
+
+
 class QuantizeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -166,6 +173,18 @@ class QuantizeParams(BaseModel):
     mode: Literal["static", "dynamic", "fp16"] = Field(
         description="`static`: INT8 QDQ with calibration; `dynamic`: INT8 weights, "
         "activations quantized at run time (ONNX Runtime only); `fp16`: half precision.")
+    engine: Literal["onnxruntime", "aimet"] = Field(
+        "onnxruntime", description="Who computes the static INT8 encodings: ONNX Runtime's "
+        "quantizer, or Qualcomm's AIMET (optional extra `edgebuild[aimet]`; `method` minmax "
+        "or entropy — AIMET's TF-enhanced; with `weight_rounding`). Both write QDQ ONNX.")
+    weight_rounding: Literal["nearest", "seq_mse", "adaround"] = Field(
+        "nearest", description="engine aimet: `seq_mse` searches each layer's weight scale "
+        "for the least output error, `adaround` learns each weight's rounding direction "
+        "(`adaround_iterations` per layer), both on the calibration data.")
+    adaround_iterations: int = Field(1000, ge=1, le=20000,
+                                     description="AdaRound optimisation steps per layer.")
+    seq_mse_candidates: int = Field(20, ge=1, le=100,
+                                    description="Sequential MSE: scales tried per layer.")
     calibration: DatasetRef | None = Field(None, description="Dataset for static calibration.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
     method: Literal["minmax", "entropy", "percentile"] = Field(
@@ -260,11 +279,32 @@ class QuantizeParams(BaseModel):
                 self.calibration is None:
             raise ValueError(f"equalize.clip {self.equalize.clip} needs `calibration: <dataset>` "
                              "(the input range bounds each channel); or use clip: relu")
+        self._engine_fits()
         unknown = sorted(set(self.ort_extra_options) - ORT_EXTRA_OPTIONS)
         if unknown:
             raise ValueError(f"ort_extra_options {unknown} are not passed through; allowed: "
                              f"{sorted(ORT_EXTRA_OPTIONS)} (the others have their own params)")
         return self
+
+
+    def _engine_fits(self) -> None:
+        if self.engine == "onnxruntime":
+            if self.weight_rounding != "nearest":
+                raise ValueError(f"weight_rounding {self.weight_rounding} needs engine aimet "
+                                 "(ONNX Runtime's quantizer rounds to nearest)")
+            return
+        wrong = [f"{k}: {v}" for k, v in (("mode", self.mode), ("method", self.method),
+                                          ("preset", self.preset),
+                                          ("reduce_range", self.reduce_range),
+                                          ("weight_type", self.weight_type),
+                                          ("activation_symmetric", self.activation_symmetric))
+                 if k in self.model_fields_set and v in AIMET_REFUSES.get(k, ())]
+        if self.op_types is not None or self.ort_extra_options:
+            wrong.append("op_types / ort_extra_options (ONNX Runtime's)")
+        if wrong:
+            raise ValueError(f"engine aimet does not take {', '.join(wrong)}: it quantizes "
+                             "statically (int8 symmetric weights, asymmetric activations), "
+                             "method minmax or entropy")
 
 
 class Quantize(Op):

@@ -43,7 +43,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "reduce_range": {"reduce_range": "auto"},
     "bias_correction": {"bias_correction": True},
     "equalize": {"equalize": {"clip": "exact"}},
+    "seq_mse": {"engine": "aimet", "weight_rounding": "seq_mse"},
+    "adaround": {"engine": "aimet", "weight_rounding": "adaround"},
 }
+# What the AIMET steps drop from the configuration so far: ONNX Runtime's own levers.
+AIMET_STEPS = ("seq_mse", "adaround")
+NOT_AIMET = ("reduce_range", "op_types", "ort_extra_options", "keep_activations",
+             "dedicated_qdq_pair")
 # For a ">=" limit the best a metric can be (percent metrics 100, cosine 1); a "<=" limit's
 # best is 0. Headroom = (value - limit) / (best - limit): 1 is perfect, 0 is at the limit,
 # -1 is twice the allowed error. It ranks failing configurations on one scale whatever
@@ -78,6 +84,8 @@ def describe(p: QuantizeParams) -> str:
         parts.append("bias correction")
     if p.equalize is not None:
         parts.append(f"CLE {p.equalize.clip}")
+    if p.engine == "aimet":
+        parts.append(f"AIMET {p.weight_rounding.replace('_', ' ')}")
     return ", ".join(parts)
 
 
@@ -180,6 +188,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
         return time.monotonic() - started > budget.max_seconds
 
     chosen: Trial | None = None
+    skipped: dict[str, str] = {}
     if attempt("as written", p).verdict.passed:
         chosen = trials[-1]
     for step in budget.steps:
@@ -191,24 +200,22 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             chosen = _keep_float(base, best[1], destination, calibration, evaluation,
                                  scratch, judge, budget, trials, started)
             break
-        update = OVERRIDES[step]
-        if step in METHOD_STEPS and base.method == update["method"]:
-            continue
-        params = base.model_validate({**base.model_dump(exclude_unset=True), **update})
-        if params == base:
+        params = _stepped(base, step, skipped)
+        if params is None or params == base:
             continue
         if attempt(step, params).verdict.passed:
             chosen = trials[-1]
     record = {"gate": budget.gate.model_dump(exclude_none=True, exclude_defaults=True,
                                              mode="json"),
               "dataset": budget.gate.dataset, "samples": len(evaluation),
-              "trials": [t.to_json() for t in trials],
+              "trials": [t.to_json() for t in trials], "skipped": skipped,
               "seconds": round(time.monotonic() - started, 1)}
     assert best is not None
     if chosen is None:
         closest = max(trials, key=lambda t: t.verdict.score)
         tried = "; ".join(f"{t.name}: {t.verdict.record.get('failed', '')}" for t in trials)
-        untried = [s for s in budget.steps if s not in {t.name for t in trials}]
+        untried = [s for s in budget.steps
+                   if s not in {t.name for t in trials} and s not in skipped]
         raise StageError(
             f"no INT8 configuration passed the budget's gate on '{budget.gate.dataset}' "
             f"({len(evaluation)} samples) after {len(trials)} trial(s) in "
@@ -227,6 +234,31 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
                   params=changed, metrics=chosen.verdict.record["metrics"],
                   headroom=round(chosen.verdict.score, 4))
     return best[1], chosen.params, record
+
+
+def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> QuantizeParams | None:
+    """`base` with the step's lever, or None (and why in `skipped`) when it does not apply."""
+    from pydantic import ValidationError
+
+    update = OVERRIDES[step]
+    if step in METHOD_STEPS and base.method == update["method"]:
+        skipped[step] = f"the configuration so far already calibrates with {step}"
+        return None
+    current = base.model_dump(exclude_unset=True)
+    if step in AIMET_STEPS:
+        from edgebuild.passes.quantize_aimet import available
+
+        if not available():
+            skipped[step] = "aimet-onnx is not installed (pip install 'edgebuild[aimet]')"
+            return None
+        current = {k: v for k, v in current.items() if k not in NOT_AIMET}
+        if current.get("method") == "percentile":
+            current["method"] = "minmax"
+    try:
+        return base.model_validate({**current, **update})
+    except ValidationError as exc:
+        skipped[step] = f"does not apply: {exc.errors()[0]['msg']}"
+        return None
 
 
 def _keep_float(base: QuantizeParams, prepared: impl.Prepared, destination: Path,

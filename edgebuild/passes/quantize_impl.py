@@ -267,6 +267,13 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=p.keep_io_fp32)
         onnx.save(model, str(destination))
         return
+    if p.engine == "aimet":
+        from edgebuild.passes import quantize_aimet
+
+        assert calibration is not None
+        quantize_aimet.quantize(source, destination, p, calibration, exclude, only)
+        _keep_float_layers_float(destination)
+        return
     from edgebuild.passes.quantize import PRESET_EXTRA
 
     preset = PRESET_EXTRA.get(p.preset or "", {})
