@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.artifact import Artifact
+from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
-from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
 
 

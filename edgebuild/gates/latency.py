@@ -20,6 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.artifact import UNTRUSTED
+from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, io_profiles
@@ -27,7 +28,6 @@ from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
 from edgebuild.gates import noisy
 from edgebuild.measure.conditions import conditions
-from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
