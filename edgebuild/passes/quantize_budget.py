@@ -144,6 +144,9 @@ class Judge:
         room = headroom(self.gate, result.measured, result.limits) if result.measured \
             else float("-inf")
         passed = result.status is GateStatus.PASSED
+        # A refusal (a blind whole-output metric, a NaN) fails with figures that may look
+        # fine: a failing trial never outranks a passing one.
+        room = max(room, 0.0) if passed else min(room, -1e-6)
         record: dict[str, Any] = {"metrics": shown}
         if not passed:
             record["failed"] = result.message.partition("; failed: ")[2] or result.message
