@@ -35,7 +35,7 @@ def test_budget_params_are_checked() -> None:
     with pytest.raises(ValidationError, match="names a step twice"):
         params(steps=["entropy", "entropy"])
     with pytest.raises(ValidationError):
-        params(steps=["adaround"])
+        params(steps=["ada_round"])
     with pytest.raises(ValidationError, match="go together"):
         QuantizeParams.model_validate({"mode": "static", "calibration": "c", "budget": {
             "gate": {"dataset": "p", "min_decided_agreement": 99}}})
