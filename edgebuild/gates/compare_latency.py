@@ -13,12 +13,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.core.artifact import Artifact
+from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
 from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import ComparisonRecord, PairFigures
-from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import load_backend
 
 

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, io_profiles
@@ -34,7 +35,6 @@ from edgebuild.measure.record import (
     LatencyRecord,
     SelectionRecord,
 )
-from edgebuild.passes.torch_model import sample_inputs
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:

@@ -80,7 +80,7 @@ class Reference(Op):
         else:
             import torch
 
-            from edgebuild.passes.torch_model import build_torch_model
+            from edgebuild.frontend.torch_model import build_torch_model
 
             model = build_torch_model(ctx.model_source, ctx.recipe_dir)
 

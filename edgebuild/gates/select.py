@@ -67,7 +67,7 @@ class Select(InterleavedTiming):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import numpy as np
 
-        from edgebuild.passes.torch_model import sample_inputs
+        from edgebuild.core.generated import sample_inputs
 
         assert ctx.target is not None
         p: SelectParams = params

@@ -28,7 +28,7 @@ the stage's metadata and the report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -37,6 +37,11 @@ from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
 from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
 from edgebuild.passes.onnx_stats import graph_stats
+from edgebuild.recipe.accuracy import AccuracyGate
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
+    from edgebuild.passes.quantize_impl import Prepared
 
 
 class AccuracyAware(BaseModel):
@@ -50,6 +55,47 @@ class AccuracyAware(BaseModel):
     max_drop: float = Field(1.0, ge=0, le=100, description="Largest allowed drop, points.")
     max_iterations: int = Field(8, ge=1, le=64, description="Re-quantizations at most.")
     max_seconds: float = Field(600.0, gt=0, description="Give up after this long.")
+
+
+BudgetStep = Literal["percentile", "entropy", "reduce_range", "bias_correction", "equalize",
+                     "seq_mse", "adaround", "keep_float"]
+DEFAULT_STEPS: tuple[BudgetStep, ...] = ("percentile", "entropy", "reduce_range",
+                                         "bias_correction", "equalize", "keep_float")
+
+
+class BudgetGate(AccuracyGate):
+    """The target's accuracy gate (same keys), whose dataset the pass reads."""
+
+    dataset: DatasetRef = Field(description="Name of a dataset in `datasets:`.")
+
+
+class FidelityBudget(BaseModel):
+    """Find the cheapest INT8 configuration whose output passes `gate` (quantize_budget.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gate: BudgetGate = Field(description="The accuracy gate the build must pass, as under "
+                             "`gates.accuracy` (a YAML anchor can share the target's).")
+    steps: list[BudgetStep] = Field(
+        default_factory=lambda: list(DEFAULT_STEPS), min_length=1,
+        description="Levers tried after the params as written, in order, until the gate "
+        "passes: `percentile`/`entropy` replace the calibration method; `reduce_range` (auto), "
+        "`bias_correction` and `equalize` (CLE exact) are added to the best configuration so "
+        "far and kept if they raise the headroom; `seq_mse`/`adaround` switch to engine "
+        "aimet with that weight rounding (skipped, with the reason, when aimet-onnx is not "
+        "installed); `keep_float` (last) keeps the fewest most sensitive layers in float.")
+    max_iterations: int = Field(8, ge=1, le=64,
+                                description="`keep_float`: re-quantizations at most.")
+    max_seconds: float = Field(1800.0, gt=0, description="Stop trying after this long.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FidelityBudget:
+        if len(set(self.steps)) != len(self.steps):
+            raise ValueError(f"budget.steps names a step twice: {self.steps}")
+        if "keep_float" in self.steps and self.steps[-1] != "keep_float":
+            raise ValueError("keep_float must be the last budget step: it is the one lever "
+                             "that costs run time, so every free lever is tried first")
+        return self
 
 
 class Equalization(BaseModel):
@@ -108,6 +154,12 @@ PRESET_EXTRA: dict[str, dict[str, Any]] = {"tensorrt": TENSORRT_EXTRA,
                                            "transformer": TRANSFORMER_EXTRA}
 
 
+# Params ONNX Runtime's quantizer honours and the AIMET engine cannot.
+AIMET_REFUSES: dict[str, tuple[Any, ...]] = {
+    "mode": ("dynamic", "fp16"), "method": ("percentile",), "preset": ("tensorrt", "transformer"),
+    "reduce_range": (True, "auto"), "weight_type": ("uint8",), "activation_symmetric": (True,)}
+
+
 class QuantizeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -121,6 +173,18 @@ class QuantizeParams(BaseModel):
     mode: Literal["static", "dynamic", "fp16"] = Field(
         description="`static`: INT8 QDQ with calibration; `dynamic`: INT8 weights, "
         "activations quantized at run time (ONNX Runtime only); `fp16`: half precision.")
+    engine: Literal["onnxruntime", "aimet"] = Field(
+        "onnxruntime", description="Who computes the static INT8 encodings: ONNX Runtime's "
+        "quantizer, or Qualcomm's AIMET (optional extra `edgebuild[aimet]`; `method` minmax "
+        "or entropy — AIMET's TF-enhanced; with `weight_rounding`). Both write QDQ ONNX.")
+    weight_rounding: Literal["nearest", "seq_mse", "adaround"] = Field(
+        "nearest", description="engine aimet: `seq_mse` searches each layer's weight scale "
+        "for the least output error, `adaround` learns each weight's rounding direction "
+        "(`adaround_iterations` per layer), both on the calibration data.")
+    adaround_iterations: int = Field(1000, ge=1, le=20000,
+                                     description="AdaRound optimisation steps per layer.")
+    seq_mse_candidates: int = Field(20, ge=1, le=100,
+                                    description="Sequential MSE: scales tried per layer.")
     calibration: DatasetRef | None = Field(None, description="Dataset for static calibration.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
     method: Literal["minmax", "entropy", "percentile"] = Field(
@@ -170,6 +234,10 @@ class QuantizeParams(BaseModel):
               "quantize_static, e.g. `ForceQuantizeNoInputCheck`, "
               "`QDQOpTypePerChannelSupportThreshold`, `TensorQuantOverrides`.")
     accuracy_aware: AccuracyAware | None = None
+    budget: FidelityBudget | None = Field(
+        None, description="A fidelity budget instead of knobs: try the levers cheapest first "
+        "and keep the first configuration passing `budget.gate` (static only); what was "
+        "tried and chosen, and why, is the stage's `budget` metadata.")
     compare_samples: int = Field(4, ge=0, le=64,
                                  description="Samples for the per-layer error report.")
 
@@ -196,6 +264,11 @@ class QuantizeParams(BaseModel):
             raise ValueError("mode static needs `calibration: <dataset name>`")
         if self.accuracy_aware is not None and self.mode == "fp16":
             raise ValueError("accuracy_aware applies to INT8 modes")
+        if self.budget is not None and self.mode != "static":
+            raise ValueError("budget needs mode static (its levers are calibration's)")
+        if self.budget is not None and self.accuracy_aware is not None:
+            raise ValueError("budget and accuracy_aware both keep layers in float: use "
+                             "budget (its `keep_float` step) alone")
         if self.reduce_range == "auto" and self.mode != "static":
             raise ValueError("reduce_range auto needs mode static (it measures saturation "
                              "with the calibration data)")
@@ -206,11 +279,32 @@ class QuantizeParams(BaseModel):
                 self.calibration is None:
             raise ValueError(f"equalize.clip {self.equalize.clip} needs `calibration: <dataset>` "
                              "(the input range bounds each channel); or use clip: relu")
+        self._engine_fits()
         unknown = sorted(set(self.ort_extra_options) - ORT_EXTRA_OPTIONS)
         if unknown:
             raise ValueError(f"ort_extra_options {unknown} are not passed through; allowed: "
                              f"{sorted(ORT_EXTRA_OPTIONS)} (the others have their own params)")
         return self
+
+
+    def _engine_fits(self) -> None:
+        if self.engine == "onnxruntime":
+            if self.weight_rounding != "nearest":
+                raise ValueError(f"weight_rounding {self.weight_rounding} needs engine aimet "
+                                 "(ONNX Runtime's quantizer rounds to nearest)")
+            return
+        wrong = [f"{k}: {v}" for k, v in (("mode", self.mode), ("method", self.method),
+                                          ("preset", self.preset),
+                                          ("reduce_range", self.reduce_range),
+                                          ("weight_type", self.weight_type),
+                                          ("activation_symmetric", self.activation_symmetric))
+                 if k in self.model_fields_set and v in AIMET_REFUSES.get(k, ())]
+        if self.op_types is not None or self.ort_extra_options:
+            wrong.append("op_types / ort_extra_options (ONNX Runtime's)")
+        if wrong:
+            raise ValueError(f"engine aimet does not take {', '.join(wrong)}: it quantizes "
+                             "statically (int8 symmetric weights, asymmetric activations), "
+                             "method minmax or entropy")
 
 
 class Quantize(Op):
@@ -250,14 +344,7 @@ class Quantize(Op):
         # Intermediate models and the calibration cache stay out of the artifact.
         with tempfile.TemporaryDirectory(prefix="edgebuild-quantize-") as work:
             scratch = Path(work)
-            prepared = impl.prepare(source, p, calibration, scratch)
-            if p.accuracy_aware is not None:
-                evaluation = ctx.dataset(p.accuracy_aware.dataset)
-                metadata["accuracy_aware"] = impl.accuracy_aware(
-                    prepared, destination, p, calibration, evaluation, scratch)
-            else:
-                impl.quantize_prepared(prepared, destination, p, calibration, prepared.exclude,
-                                       scratch)
+            prepared, p = _quantize(ctx, source, destination, p, calibration, scratch, metadata)
             metadata.update(prepared.metadata)
             if p.mode != "fp16":
                 metadata["float_layers_guarded"] = impl.guarded_layers(destination)
@@ -266,6 +353,30 @@ class Quantize(Op):
                                                        p.compare_samples, prepared, p, scratch)
         metadata.update(before=graph_stats(source), after=graph_stats(destination))
         return OpResult(main="model.onnx", format="onnx", metadata=metadata)
+
+
+def _quantize(ctx: StageContext, source: Path, destination: Path, p: QuantizeParams,
+              calibration: Samples | None, scratch: Path,
+              metadata: dict[str, Any]) -> tuple[Prepared, QuantizeParams]:
+    """Write `destination`: by the fidelity budget, accuracy-aware, or as the params say.
+    Returns the float model quantized and the params used (the budget's choice)."""
+    from edgebuild.passes import quantize_impl as impl
+
+    if p.budget is not None:
+        from edgebuild.passes.quantize_budget import search
+
+        evaluation = ctx.dataset(p.budget.gate.dataset)
+        prepared, chosen, metadata["budget"] = search(source, destination, p, calibration,
+                                                      evaluation, scratch)
+        return prepared, chosen
+    prepared = impl.prepare(source, p, calibration, scratch)
+    if p.accuracy_aware is not None:
+        evaluation = ctx.dataset(p.accuracy_aware.dataset)
+        metadata["accuracy_aware"] = impl.accuracy_aware(
+            prepared, destination, p, calibration, evaluation, scratch)
+    else:
+        impl.quantize_prepared(prepared, destination, p, calibration, prepared.exclude, scratch)
+    return prepared, p
 
 
 def _refuse_custom_nodes(source: Path) -> None:

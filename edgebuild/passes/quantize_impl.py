@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -267,6 +268,13 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=p.keep_io_fp32)
         onnx.save(model, str(destination))
         return
+    if p.engine == "aimet":
+        from edgebuild.passes import quantize_aimet
+
+        assert calibration is not None
+        quantize_aimet.quantize(source, destination, p, calibration, exclude, only)
+        _keep_float_layers_float(destination)
+        return
     from edgebuild.passes.quantize import PRESET_EXTRA
 
     preset = PRESET_EXTRA.get(p.preset or "", {})
@@ -367,43 +375,102 @@ def drop(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray | None
 def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
                    calibration: Samples | None, evaluation: Samples,
                    scratch: Path) -> dict[str, Any]:
-    """Quantize, then keep the most sensitive layers in float until within budget.
+    """Quantize, then keep the most sensitive layers in float until the drop is within
+    `accuracy_aware.max_drop` (keep_float_search)."""
+    assert p.accuracy_aware is not None
+    budget = p.accuracy_aware
+    reference = outputs(prepared.source, evaluation)
+
+    def check(path: Path) -> Verdict:
+        lost = drop(reference, outputs(path, evaluation), evaluation.labels, budget.metric)
+        return Verdict(lost <= budget.max_drop, -lost, {"drop": round(lost, 4)})
+
+    found = keep_float_search(prepared, destination, p, calibration, evaluation, scratch,
+                              check, budget.max_iterations, budget.max_seconds)
+    if not found.met:
+        best_step = max(found.steps, key=lambda step: step["score"])
+        raise StageError(
+            f"accuracy-aware quantization could not reach a {budget.metric} drop of "
+            f"{budget.max_drop:g} points: best {best_step['drop']:.2f} with "
+            f"{best_step['kept_in_float']} layer(s) in float after {len(found.steps)} "
+            f"step(s) ({found.seconds:.0f} s); most sensitive: {found.ranking[:5]}",
+            "raise max_drop, max_iterations or max_seconds, try another calibration "
+            "method, bias_correction, or quantize with mode fp16")
+    return {**found.to_json(), "max_drop": budget.max_drop, "metric": budget.metric}
+
+
+@dataclass
+class Verdict:
+    """One trial's outcome: passed, a score (higher is better) and what to record."""
+
+    passed: bool
+    score: float
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class KeptFloat:
+    """What keep_float_search tried and found."""
+
+    met: bool
+    steps: list[dict[str, Any]]
+    kept: list[str]
+    scored: list[tuple[str, float]]
+    seconds: float
+
+    @property
+    def ranking(self) -> list[str]:
+        return [node for node, _ in self.scored]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": [{k: v for k, v in step.items() if k != "score"}
+                          for step in self.steps],
+                "kept_in_float": self.kept,
+                "most_sensitive": [{"node": n, "output_error": round(e, 5)}
+                                   for n, e in self.scored[:10]]}
+
+
+def keep_float_search(prepared: Prepared, destination: Path, p: QuantizeParams,
+                      calibration: Samples | None, evaluation: Samples, scratch: Path,
+                      check: Callable[[Path], Verdict], max_iterations: int,
+                      max_seconds: float) -> KeptFloat:
+    """Quantize, then keep the most sensitive layers in float until `check` passes.
 
     Sensitivity of a layer = output error when that layer alone is quantized
     (isolated_sensitivity). Step k keeps the 2^(k-1) most sensitive layers in
     float (1, 2, 4, ...), so a budget that needs many float layers is found in
     a logarithmic number of re-quantizations; bisection between the last count
     that failed and the first that passed then finds the fewest, as far as the
-    iteration and time bounds allow.
+    iteration and time bounds allow. The model written to `destination` is the
+    passing one with the fewest float layers; when none passed, the best scored.
     """
-    assert p.accuracy_aware is not None
-    budget = p.accuracy_aware
     started = time.monotonic()
-    reference = outputs(prepared.source, evaluation)
-    trial, best = scratch / "trial.onnx", scratch / "best.onnx"
+    trial, best, best_failed = scratch / "trial.onnx", scratch / "best.onnx", \
+        scratch / "best-failed.onnx"
     steps: list[dict[str, Any]] = []
     ranking: list[str] = []
 
     def passes(count: int) -> bool:
         excluded = list(dict.fromkeys([*prepared.exclude, *ranking[:count]]))
         quantize_prepared(prepared, trial, p, calibration, excluded, scratch)
-        lost = drop(reference, outputs(trial, evaluation), evaluation.labels, budget.metric)
-        steps.append({"kept_in_float": len(excluded), "drop": round(lost, 4),
-                      "seconds": round(time.monotonic() - started, 2)})
-        if lost <= budget.max_drop:
+        verdict = check(trial)
+        if verdict.passed:
             shutil.copyfile(trial, best)
-            return True
-        return False
+        elif all(verdict.score > step["score"] for step in steps if not step["passed"]):
+            shutil.copyfile(trial, best_failed)
+        steps.append({"kept_in_float": len(excluded), **verdict.record,
+                      "passed": verdict.passed, "score": verdict.score,
+                      "seconds": round(time.monotonic() - started, 2)})
+        return verdict.passed
 
     def exhausted() -> bool:
-        return len(steps) >= budget.max_iterations or \
-            time.monotonic() - started > budget.max_seconds
+        return len(steps) >= max_iterations or time.monotonic() - started > max_seconds
 
     scored: list[tuple[str, float]] = []
     low, high = 0, 0
     if not passes(0):
         probe = feeds(first(calibration if calibration is not None else evaluation, 8))
-        deadline = started + budget.max_seconds / 2
+        deadline = started + max_seconds / 2
         from edgebuild.passes.quantize_sensitivity import isolated_sensitivity
 
         scored = isolated_sensitivity(prepared, p, calibration, probe, scratch, deadline)
@@ -411,15 +478,8 @@ def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
         count = 1
         while True:
             if exhausted() or low >= len(ranking):
-                best_step = min(steps, key=lambda step: step["drop"])
-                raise StageError(
-                    f"accuracy-aware quantization could not reach a {budget.metric} drop of "
-                    f"{budget.max_drop:g} points: best {best_step['drop']:.2f} with "
-                    f"{best_step['kept_in_float']} layer(s) in float after {len(steps)} "
-                    f"step(s) ({time.monotonic() - started:.0f} s); most sensitive: "
-                    f"{ranking[:5]}",
-                    "raise max_drop, max_iterations or max_seconds, try another calibration "
-                    "method, bias_correction, or quantize with mode fp16")
+                shutil.copyfile(best_failed, destination)
+                return KeptFloat(False, steps, [], scored, time.monotonic() - started)
             if passes(count):
                 high = count
                 break
@@ -432,6 +492,4 @@ def accuracy_aware(prepared: Prepared, destination: Path, p: QuantizeParams,
                 low = middle
     best.replace(destination)
     kept = list(dict.fromkeys([*prepared.exclude, *ranking[:high]]))
-    return {"steps": steps, "kept_in_float": kept, "max_drop": budget.max_drop,
-            "metric": budget.metric,
-            "most_sensitive": [{"node": n, "output_error": round(e, 5)} for n, e in scored[:10]]}
+    return KeptFloat(True, steps, kept, scored, time.monotonic() - started)

@@ -1,6 +1,6 @@
 """`model.prepost`: pre- and post-processing built into the model itself.
 
-Schema only; the PyTorch wrapper is `edgebuild/passes/prepost_torch.py`. The wrapper
+Schema only; the PyTorch wrapper is `edgebuild/frontend/prepost_torch.py`. The wrapper
 goes around the source model before anything else sees it, so the FP32 reference
 (PyTorch), the exported ONNX and every backend's artifact all take raw pixels and
 return detections after NMS, and the gates check exactly what is deployed.

@@ -176,8 +176,8 @@ def test_torch_wrapper_of_the_same_declaration_agrees(composed: dict[str, Any]) 
     """The PyTorch wrapper takes the same head layouts: same boxes, matched by IoU."""
     import onnxruntime as ort
 
+    from edgebuild.frontend.prepost_torch import wrap
     from edgebuild.gates.detection import iou_matrix
-    from edgebuild.passes.prepost_torch import wrap
 
     wrapped = wrap(composed["model"], spec(composed["layout"]))
     session = ort.InferenceSession(str(composed["deployed"]),

@@ -90,7 +90,10 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
     """Doubling overshoots (1, 2, 4, 8); bisection comes back to the smallest count that
     meets the budget (5 here), and the model shipped is that step's."""
     from edgebuild.passes import quantize_impl as impl
+    from edgebuild.passes import quantize_sensitivity
 
+    # quantize_sensitivity binds quantize_prepared at its import: import it before the
+    # patch, or it would keep the fake for every later test.
     needed = 5
     ranking = [(f"n{i}", 1.0 - i / 10) for i in range(10)]
     built: list[int] = []
@@ -101,8 +104,6 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
         destination.write_text(str(len(exclude)))
 
     monkeypatch.setattr(impl, "quantize_prepared", fake_quantize)
-    from edgebuild.passes import quantize_sensitivity
-
     monkeypatch.setattr(quantize_sensitivity, "isolated_sensitivity", lambda *a, **k: ranking)
     monkeypatch.setattr(impl, "outputs", lambda path, samples: np.zeros((1, 2)))
     monkeypatch.setattr(impl, "drop", lambda reference, candidate, labels, metric:

@@ -1,0 +1,294 @@
+"""The fidelity budget: the cheapest INT8 configuration whose output passes a gate.
+
+A target declares the accuracy gate its INT8 build must pass (`quantize.budget.gate`,
+the same schema as the target's `gates.accuracy`, usually the same YAML anchor). The
+pass then tries the quantizer's levers cheapest first and stops at the first
+configuration the gate passes, on the budget's dataset, with ONNX Runtime's CPU
+kernels:
+
+    as written ─▶ percentile ─▶ entropy ─▶ +reduce_range auto ─▶ +bias correction
+      ─▶ +CLE ─▶ keep the most sensitive layers float (fewest, by bisection)
+
+A calibration method is an alternative to the one before it; every other lever is
+added to the best configuration so far and kept only if it raised the headroom. The
+levers before the last cost nothing at run time (all layers stay INT8); keeping
+layers in float does, which is why it comes last. Every trial is judged by the very
+function the gate uses (gates/verdict.judge_accuracy) and ranked by its *headroom*
+(headroom below). What was tried, what was kept and why, and the choice are the
+stage's `budget` metadata (report.json); when nothing passes, the stage fails and
+says which configuration came closest and by how much.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.errors import StageError
+from edgebuild.passes import quantize_impl as impl
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
+    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.recipe.accuracy import AccuracyGate
+
+# What each step changes in the quantize params; `keep_float` is the search itself.
+METHOD_STEPS = ("percentile", "entropy")
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "percentile": {"method": "percentile"},
+    "entropy": {"method": "entropy"},
+    "reduce_range": {"reduce_range": "auto"},
+    "bias_correction": {"bias_correction": True},
+    "equalize": {"equalize": {"clip": "exact"}},
+    "seq_mse": {"engine": "aimet", "weight_rounding": "seq_mse"},
+    "adaround": {"engine": "aimet", "weight_rounding": "adaround"},
+}
+# What the AIMET steps drop from the configuration so far: ONNX Runtime's own levers.
+AIMET_STEPS = ("seq_mse", "adaround")
+NOT_AIMET = ("reduce_range", "op_types", "ort_extra_options", "keep_activations",
+             "dedicated_qdq_pair")
+# For a ">=" limit the best a metric can be (percent metrics 100, cosine 1); a "<=" limit's
+# best is 0. Headroom = (value - limit) / (best - limit): 1 is perfect, 0 is at the limit,
+# -1 is twice the allowed error. It ranks failing configurations on one scale whatever
+# the gate's limits (cosine 0.990 against 0.995 is -1, agreement 95 % against 99 % is -4).
+BEST: dict[str, float] = {"min_cosine": 1.0, "min_top1": 100.0, "min_top5": 100.0,
+                          "min_top1_agreement": 100.0, "min_decided_agreement": 100.0,
+                          "min_box_agreement": 100.0, "min_map50": 100.0,
+                          "min_score_agreement": 100.0, "min_map50_labels": 100.0}
+
+
+@dataclass
+class Trial:
+    name: str
+    params: QuantizeParams
+    verdict: impl.Verdict
+    seconds: float
+    kept: bool = False
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.name, "config": describe(self.params), "passed": self.verdict.passed,
+                "headroom": round(self.verdict.score, 4), **self.verdict.record,
+                "seconds": round(self.seconds, 1), "kept": self.kept, "why": self.why}
+
+
+def describe(p: QuantizeParams) -> str:
+    """The levers of a configuration in one line: `entropy, reduce_range auto, bias correction`."""
+    parts = [p.method, "per-channel" if p.per_channel else "per-tensor"]
+    if p.reduce_range is not False:
+        parts.append(f"reduce_range {p.reduce_range}".replace("True", "true"))
+    if p.bias_correction:
+        parts.append("bias correction")
+    if p.equalize is not None:
+        parts.append(f"CLE {p.equalize.clip}")
+    if p.engine == "aimet":
+        parts.append(f"AIMET {p.weight_rounding.replace('_', ' ')}")
+    return ", ".join(parts)
+
+
+def headroom(gate: AccuracyGate, measured: dict[str, float], limits: dict[str, float]) -> float:
+    """The smallest headroom over the gate's limits (module docstring); -inf if a limit
+    could not be measured."""
+    from edgebuild.gates.verdict import ACCURACY_CHECKS
+
+    worst = float("inf")
+    for key, limit in limits.items():
+        metric, direction = ACCURACY_CHECKS[key]
+        if metric not in measured:
+            return float("-inf")
+        value = measured[metric]
+        if direction == ">=":
+            best = BEST.get(key, abs(limit) * 2 or 1.0)
+            room = (value - limit) / max(best - limit, 1e-9)
+        else:
+            room = (limit - value) / max(limit, 1e-9)
+        worst = min(worst, room)
+    return worst
+
+
+class Judge:
+    """The gate's verdict on a quantized model, on the budget's dataset (ONNX Runtime CPU)."""
+
+    def __init__(self, gate: AccuracyGate, source: Path, evaluation: Samples,
+                 scratch: Path) -> None:
+        self.gate, self.evaluation, self.scratch = gate, evaluation, scratch
+        self.reference = scratch / "reference.npz"
+        self._save(source, self.reference)
+
+    def _save(self, model: Path, path: Path) -> None:
+        import onnxruntime as ort
+
+        from edgebuild.gates.reference import save_outputs
+
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        rows = [dict(zip(names, session.run(names, f), strict=True))
+                for f in impl.feeds(self.evaluation)]
+        save_outputs(path, rows, self.evaluation)
+
+    def __call__(self, model: Path) -> impl.Verdict:
+        from edgebuild.gates.result import GateStatus
+        from edgebuild.gates.verdict import judge_accuracy
+
+        candidate = self.scratch / "candidate.npz"
+        self._save(model, candidate)
+        result = judge_accuracy("budget", "accuracy", self.gate, candidate, self.reference)
+        shown = {k: round(v, 5) for k, v in result.measured.items()
+                 if k in ("cosine", "top1_agreement", "decided_agreement", "top1", "psnr",
+                          "relative_error", "box_agreement", "map50")}
+        room = headroom(self.gate, result.measured, result.limits) if result.measured \
+            else float("-inf")
+        passed = result.status is GateStatus.PASSED
+        # A refusal (a blind whole-output metric, a NaN) fails with figures that may look
+        # fine: a failing trial never outranks a passing one.
+        room = max(room, 0.0) if passed else min(room, -1e-6)
+        record: dict[str, Any] = {"metrics": shown}
+        if not passed:
+            record["failed"] = result.message.partition("; failed: ")[2] or result.message
+        return impl.Verdict(passed, room, record)
+
+
+def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samples | None,
+           evaluation: Samples, scratch: Path
+           ) -> tuple[impl.Prepared, QuantizeParams, dict[str, Any]]:
+    """Try the budget's steps in order; write the first passing model to `destination`.
+
+    Returns the winner's prepared float model and params (the stage's per-layer report
+    reads them) and the record for the stage's metadata. Raises StageError when no step passes.
+    """
+    assert p.budget is not None
+    budget = p.budget
+    started = time.monotonic()
+    judge = Judge(budget.gate, source, evaluation, scratch)
+    trials: list[Trial] = []
+    best: tuple[Trial, impl.Prepared, Path] | None = None
+
+    def attempt(name: str, params: QuantizeParams) -> Trial:
+        nonlocal best
+        folder = scratch / f"{len(trials)}-{name}"  # calibration ranges cached per folder
+        t0 = time.monotonic()
+        prepared = impl.prepare(source, params, calibration, folder)
+        model = folder / "model.onnx"
+        impl.quantize_prepared(prepared, model, params, calibration, prepared.exclude, folder)
+        trial = Trial(name, params, judge(model), time.monotonic() - t0)
+        trials.append(trial)
+        if best is None or trial.verdict.score > best[0].verdict.score:
+            previous = best[0] if best is not None else None
+            trial.kept = True
+            trial.why = ("the first configuration" if previous is None else
+                         f"headroom {trial.verdict.score:.3g} > {previous.verdict.score:.3g}")
+            best = (trial, prepared, model)
+        else:
+            trial.why = f"headroom {trial.verdict.score:.3g} ≤ {best[0].verdict.score:.3g}"
+        return trial
+
+    def out_of_time() -> bool:
+        return time.monotonic() - started > budget.max_seconds
+
+    chosen: Trial | None = None
+    skipped: dict[str, str] = {}
+    if attempt("as written", p).verdict.passed:
+        chosen = trials[-1]
+    for step in budget.steps:
+        if chosen is not None or out_of_time():
+            break
+        assert best is not None
+        base = best[0].params
+        if step == "keep_float":
+            chosen = _keep_float(base, best[1], destination, calibration, evaluation,
+                                 scratch, judge, budget, trials, started)
+            break
+        params = _stepped(base, step, skipped)
+        if params is None or params == base:
+            continue
+        if attempt(step, params).verdict.passed:
+            chosen = trials[-1]
+    record = {"gate": budget.gate.model_dump(exclude_none=True, exclude_defaults=True,
+                                             mode="json"),
+              "dataset": budget.gate.dataset, "samples": len(evaluation),
+              "trials": [t.to_json() for t in trials], "skipped": skipped,
+              "seconds": round(time.monotonic() - started, 1)}
+    assert best is not None
+    if chosen is None:
+        closest = max(trials, key=lambda t: t.verdict.score)
+        tried = "; ".join(f"{t.name}: {t.verdict.record.get('failed', '')}" for t in trials)
+        untried = [s for s in budget.steps
+                   if s not in {t.name for t in trials} and s not in skipped]
+        raise StageError(
+            f"no INT8 configuration passed the budget's gate on '{budget.gate.dataset}' "
+            f"({len(evaluation)} samples) after {len(trials)} trial(s) in "
+            f"{record['seconds']:.0f} s; closest: {closest.name} ({describe(closest.params)}, "
+            f"headroom {closest.verdict.score:.3g}, {closest.verdict.record.get('metrics')}). "
+            f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else ""),
+            "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
+            "loosen the gate, or build this target in fp16")
+    if chosen.name != "keep float":
+        shutil.copyfile(best[2], destination)
+    chosen.why = "the first to pass the gate" + (f"; {chosen.why}" if chosen.why else "")
+    changed = _changed(p, chosen.params)
+    if chosen.name == "keep float":
+        changed["exclude_nodes"] = chosen.verdict.record["keep_float"]["kept_in_float"]
+    record.update(chosen=chosen.name, config=describe(chosen.params),
+                  params=changed, metrics=chosen.verdict.record["metrics"],
+                  headroom=round(chosen.verdict.score, 4))
+    return best[1], chosen.params, record
+
+
+def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> QuantizeParams | None:
+    """`base` with the step's lever, or None (and why in `skipped`) when it does not apply."""
+    from pydantic import ValidationError
+
+    update = OVERRIDES[step]
+    if step in METHOD_STEPS and base.method == update["method"]:
+        skipped[step] = f"the configuration so far already calibrates with {step}"
+        return None
+    current = base.model_dump(exclude_unset=True)
+    if step in AIMET_STEPS:
+        from edgebuild.passes.quantize_aimet import available
+
+        if not available():
+            skipped[step] = "aimet-onnx is not installed (pip install 'edgebuild[aimet]')"
+            return None
+        current = {k: v for k, v in current.items() if k not in NOT_AIMET}
+        if current.get("method") == "percentile":
+            current["method"] = "minmax"
+    try:
+        return base.model_validate({**current, **update})
+    except ValidationError as exc:
+        skipped[step] = f"does not apply: {exc.errors()[0]['msg']}"
+        return None
+
+
+def _keep_float(base: QuantizeParams, prepared: impl.Prepared, destination: Path,
+                calibration: Samples | None, evaluation: Samples, scratch: Path,
+                judge: Judge, budget: Any, trials: list[Trial], started: float) -> Trial | None:
+    """The greedy last step: the fewest most-sensitive layers in float (keep_float_search)."""
+    folder = scratch / f"{len(trials)}-keep-float"
+    folder.mkdir(parents=True, exist_ok=True)
+    left = max(budget.max_seconds - (time.monotonic() - started), 1.0)
+    t0 = time.monotonic()
+    found = impl.keep_float_search(prepared, destination, base, calibration, evaluation, folder,
+                                   judge, budget.max_iterations, left)
+    last = max(found.steps, key=lambda s: (s["passed"], -s["kept_in_float"] if s["passed"]
+                                           else s["score"]))
+    verdict = impl.Verdict(bool(last["passed"]), float(last["score"]),
+                           {k: last[k] for k in ("metrics", "failed") if k in last})
+    trial = Trial("keep float", base, verdict, time.monotonic() - t0, kept=found.met)
+    search = found.to_json()
+    trial.why = (f"{len(found.kept)} layer(s) in float: {found.kept[:8]}" if found.met else
+                 f"no count of float layers passed in {len(found.steps)} step(s)")
+    trial.verdict.record["keep_float"] = search
+    trials.append(trial)
+    return trial if found.met else None
+
+
+def _changed(original: QuantizeParams, chosen: QuantizeParams) -> dict[str, Any]:
+    """The params the budget changed, as a recipe would write them."""
+    before = original.model_dump(mode="json", exclude={"budget"})
+    after = chosen.model_dump(mode="json", exclude={"budget"})
+    return {k: v for k, v in after.items() if before.get(k) != v}
