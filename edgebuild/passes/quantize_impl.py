@@ -239,7 +239,9 @@ def _tensor_values(path: Path, names: list[str], samples: Samples) -> dict[str, 
     inner = [n for n in dict.fromkeys(names) if n in produced]
     session = _exposing_session(model, inner)
     runs = [session.run(inner, feed) for feed in feeds(samples)]
-    values = {name: np.concatenate([run[i] for run in runs]) for i, name in enumerate(inner)}
+    # atleast_1d: a scalar tensor (a constant folded to rank 0) concatenates as one value
+    values = {name: np.concatenate([np.atleast_1d(run[i]) for run in runs])
+              for i, name in enumerate(inner)}
     values.update({k: v for k, v in samples.inputs.items() if k in names})
     return values
 
