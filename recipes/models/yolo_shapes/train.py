@@ -83,6 +83,10 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=0.35, help="training time budget")
     parser.add_argument("--epochs", type=int, default=60, help="upper bound; --hours rules")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--weights", type=Path, default=None,
+                        help="start from this checkpoint (a last.pt of an earlier run)")
+    parser.add_argument("--close-mosaic", type=int, default=2,
+                        help="last epochs without mosaic augmentation")
     args = parser.parse_args()
 
     sys.path.insert(0, str(HERE))
@@ -105,11 +109,11 @@ def main() -> None:
     from ultralytics import YOLO
     # It fetches a plotting font before training; offline, and plots are off anyway.
     ultralytics.data.utils.check_font = lambda *args, **kwargs: None
-    model = YOLO(str(HERE / "yolov8_shapes.yaml"))
+    model = YOLO(str(args.weights or HERE / "yolov8_shapes.yaml"))
     model.train(data=str(args.work / "data.yaml"), imgsz=IMGSZ, epochs=args.epochs,
                 time=args.hours, batch=32, workers=1, device="cpu", amp=False, seed=0,
                 deterministic=True, plots=False, cache="ram", project=str(args.work),
-                name="run", exist_ok=True, close_mosaic=5, patience=1000, verbose=True)
+                name="run", exist_ok=True, close_mosaic=args.close_mosaic, patience=1000, verbose=True)
     metrics = model.val(data=str(args.work / "data.yaml"), imgsz=IMGSZ, batch=16,
                         device="cpu", plots=False)
     print(f"val mAP@0.5 {metrics.box.map50:.4f}  mAP@0.5:0.95 {metrics.box.map:.4f}")
