@@ -127,15 +127,15 @@ def scene(seed: int, index: int, photos: list[np.ndarray]
         layer = Image.new("RGBA", ((x1 - x0) * SUPERSAMPLE, (y1 - y0) * SUPERSAMPLE),
                           (0, 0, 0, 0))
         draw = ImageDraw.Draw(layer)
-        outline = tuple(int(c) for c in rng.integers(0, 256, size=3)) + (alpha,)
+        outline = (*(int(c) for c in rng.integers(0, 256, size=3)), alpha)
         line = int(rng.integers(0, 3)) * SUPERSAMPLE
         if points is None:
             scaled = [(box[0] - x0) * SUPERSAMPLE, (box[1] - y0) * SUPERSAMPLE,
                       (box[2] - x0) * SUPERSAMPLE, (box[3] - y0) * SUPERSAMPLE]
-            draw.ellipse(scaled, fill=colour + (alpha,), outline=outline, width=line)
+            draw.ellipse(scaled, fill=(*colour, alpha), outline=outline, width=line)
         else:
             draw.polygon([((x - x0) * SUPERSAMPLE, (y - y0) * SUPERSAMPLE) for x, y in points],
-                         fill=colour + (alpha,), outline=outline, width=line)
+                         fill=(*colour, alpha), outline=outline, width=line)
         image.alpha_composite(layer.resize((x1 - x0, y1 - y0), Image.Resampling.LANCZOS),
                               dest=(x0, y0))
         boxes.append(box)

@@ -38,9 +38,9 @@ IMGSZ = 256
 def tvshim() -> None:
     """torchvision's `nms` op as pure torch, for a torchvision whose C++ ops cannot load
     (PyPI's wheel links CUDA's libraries; torch here is the CPU build)."""
-    import torch
-
     import importlib.util
+
+    import torch
 
     spec = importlib.util.find_spec("torchvision")
     if spec is None or spec.origin is None:
@@ -50,7 +50,7 @@ def tvshim() -> None:
         return  # its own ops load
     except OSError:
         pass
-    lib = torch.library.Library("torchvision", "DEF")  # noqa: TOR901
+    lib = torch.library.Library("torchvision", "DEF")
     lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 
@@ -113,7 +113,8 @@ def main() -> None:
     model.train(data=str(args.work / "data.yaml"), imgsz=IMGSZ, epochs=args.epochs,
                 time=args.hours, batch=32, workers=1, device="cpu", amp=False, seed=0,
                 deterministic=True, plots=False, cache="ram", project=str(args.work),
-                name="run", exist_ok=True, close_mosaic=args.close_mosaic, patience=1000, verbose=True)
+                name="run", exist_ok=True, close_mosaic=args.close_mosaic, patience=1000,
+                verbose=True)
     metrics = model.val(data=str(args.work / "data.yaml"), imgsz=IMGSZ, batch=16,
                         device="cpu", plots=False)
     print(f"val mAP@0.5 {metrics.box.map50:.4f}  mAP@0.5:0.95 {metrics.box.map:.4f}")
