@@ -43,7 +43,7 @@ def test_dequantized_input_keeps_the_image_at_fp16(tmp_path: Path) -> None:
     onnx.save(compose(model, spec, inputs, ["boxes", "scores", "classes"]), str(composed))
     fixed = tmp_path / "fixed.onnx"
     assert dequantize_cast_inputs(composed, fixed) == ["image"]
-    assert [n.op_type for n in onnx.load(str(fixed)).graph.node][0] == "DequantizeLinear"
+    assert onnx.load(str(fixed)).graph.node[0].op_type == "DequantizeLinear"
     photo = RECIPES / "data" / "yolo-shapes" / "images" / "val_00000.jpg"
     image = np.asarray(letterbox(Image.open(photo).convert("RGB"), 256, 256, 114))[None]
     cpu = ort.InferenceSession(str(composed), providers=["CPUExecutionProvider"])
