@@ -467,11 +467,17 @@ class _CrossCheck:
             return  # options of a backend we cannot load are checked when it exists
         prepost = self.recipe.model.prepost
         if prepost is not None and prepost.detection is not None and not backend.converts_nms:
+            # An ONNX source it cannot take at all is the first thing to say (Core ML).
+            onnx_source = self.recipe.model.onnx is not None and "onnx" not in backend.accepts
+            takes = (f"takes {' or '.join(backend.accepts)} models, not this ONNX source, "
+                     "and " if onnx_source else "")
             self._add(("model", "prepost", "detection"),
                       f"target '{loc[-1]}' (line {self.doc.locate(loc)[0].line}) builds for "
-                      f"{backend.name}, which cannot build NMS into the model",
-                      f"build {backend.name} from a recipe without `prepost.detection` and "
-                      "run NMS in the app (docs/backends-coreml.md)")
+                      f"{backend.name}, which {takes}cannot build NMS into the model",
+                      (f"build {backend.name} from a recipe with a PyTorch `factory:` source "
+                       if onnx_source else f"build {backend.name} from a recipe ")
+                      + "without `prepost.detection` and run NMS in the app "
+                      "(docs/backends-coreml.md)")
         # Report a bad override at the recipe line, a bad profile value in the profile.
         options, found = validate(backend.Options, self.doc, merged, (*loc, "options"))
         if found and not overrides:

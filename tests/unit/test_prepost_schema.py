@@ -82,3 +82,17 @@ def test_an_unknown_head_lists_the_known_ones(tmp_path: Path) -> None:
     (problem,) = problems_of(write(tmp_path, "{head: yolov9}"))
     assert "r.yaml:6:" in problem
     assert "yolov8" in problem and "boxes_scores" in problem
+
+
+def test_core_ml_on_an_onnx_source_says_it_takes_pytorch(tmp_path: Path) -> None:
+    """iphone on a YOLO export: the first thing to say is that Core ML cannot take ONNX."""
+    from edgebuild.registry import backend_class
+
+    if not backend_class("coreml").implemented:
+        pytest.skip("needs the coreml backend (coremltools)")
+    path = write(tmp_path, "{head: yolov8}")
+    path.write_text(path.read_text() + "  iphone:\n    gates: {size: {max_mb: 4}}\n")
+    (problem,) = problems_of(path)
+    assert "r.yaml:6:" in problem and "target 'iphone'" in problem
+    assert "takes pytorch models, not this ONNX source" in problem
+    assert "cannot build NMS into the model" in problem and "`factory:`" in problem

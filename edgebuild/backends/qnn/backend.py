@@ -107,7 +107,9 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    version = 2  # 2: per-channel by default; keep_float / mixed_range_bound options
+    # 3: fp16 takes a uint8 input through DequantizeLinear, not Cast; 2: per-channel by
+    # default; keep_float / mixed_range_bound options
+    version = 3
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -122,6 +124,16 @@ class QnnBackend(Backend):
                                     "htp_arch": options.htp_arch}
         started = time.perf_counter()
         model = static = bare = _static(source, ctx)
+        if options.precision is QnnPrecision.FP16:
+            from edgebuild.backends.qnn.inputs import dequantize_cast_inputs
+
+            # A uint8 image's input Cast loses the image on the HTP at fp16 (inputs.py).
+            floated = ctx.out / "fp16_inputs.onnx"
+            metadata["inputs_dequantized"] = dequantize_cast_inputs(static, floated)
+            if metadata["inputs_dequantized"]:
+                if static != source:
+                    static.unlink()
+                model = static = bare = floated
         if options.precision is not QnnPrecision.FP16:
             assert options.calibration_dataset is not None  # the options model checks it
             model = ctx.out / "qdq.onnx"  # scratch: the context binary is what ships

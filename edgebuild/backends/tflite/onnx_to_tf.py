@@ -86,10 +86,11 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
-    # 8: metadata `layers_file` (was `layers`, which the quantize pass's per-layer report
-    # also is); 7: converted.onnx + onnx2tf_layers.json (INT8 float nodes); 6: pseudo Erf,
+    # 9: static models constant-folded too; 8: metadata `layers_file` (was `layers`, which
+    # the quantize pass's per-layer report also is); 7: converted.onnx + onnx2tf_layers.json
+    # (INT8 float nodes); 6: pseudo Erf,
     # data-propagated shapes; 4: Constants as initializers
-    version = 8
+    version = 9
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -182,7 +183,9 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
 
     with tempfile.TemporaryDirectory(prefix="onnx2tf-") as scratch:
         private = Path(scratch) / source.name
-        if pinned:
+        if pinned is not None:
+            # Also with nothing left to pin: the fold is what onnx2tf needs (an
+            # Ultralytics export's static decode failed to convert unfolded, at a Mul).
             pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
