@@ -487,8 +487,23 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": 
             "passes": cmd_passes, "cache": cmd_cache}
 
 
+class _DaskOneLine(logging.Filter):
+    """Dask's records on the terminal as one line: a worker death logs tracebacks
+    (the scheduler's failed scatter to a killed worker), which are not ours to show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("distributed") and (
+                record.exc_info or record.stack_info or "\n" in str(record.msg)):
+            lines = record.getMessage().strip().splitlines()
+            extra = f": {record.exc_info[1]!r:.200}" if record.exc_info else ""
+            record.msg, record.args = (lines[0] if lines else "") + extra, ()
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler()
+    handler.addFilter(_DaskOneLine())
     handler.setFormatter(RedactingFormatter("warning: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     args = _parser().parse_args(argv)
