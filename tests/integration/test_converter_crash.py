@@ -25,5 +25,5 @@ def test_a_segfault_names_its_site_and_the_last_logged_line(tmp_path: Path) -> N
     text = result.stdout + result.stderr
     assert result.returncode == 3, text
     assert "killed by SIGSEGV in string_at (__init__.py:" in text
-    assert "called from edgebuild/passes/torch_model.py:" in text
+    assert "called from edgebuild/frontend/torch_model.py:" in text
     assert "the last thing it logged: converting node /encoder.0/Conv" in text

@@ -42,10 +42,17 @@ def test_build_gate_report_then_fully_cached(tiny_project: Callable[..., Path],
     assert all(len(s["artifact_digest"]) == 64 for s in report["stages"])
     assert (tmp_path / "out" / "artifacts" / "host-cpu" / "model.onnx").is_file()
 
+    # A latency timed while other processes took the CPU is never cached (issue 27): on a
+    # busy machine the second run times it again, and only it.
+    retimed = [s["id"] for s in report["stages"] if s["metadata"].get("untrusted")
+               or (any(g.is_latency and "noisy" in g.details for g in first.gates)
+               and s["op"] == "latency")]
     second = run(recipe, tmp_path / "out")
-    assert second.counts["built"] == 0 and second.counts["cached"] == 6
+    assert second.counts["built"] == len(retimed), retimed
+    assert second.counts["cached"] == 6 - len(retimed)
     assert second.exit_code == 0
-    assert [g.measured for g in second.gates] == [g.measured for g in first.gates]
+    kept = [g.measured for g in first.gates if not (retimed and g.is_latency)]
+    assert [g.measured for g in second.gates if not (retimed and g.is_latency)] == kept
 
 
 def test_impossible_budget_fails_gate_and_junit(tiny_project: Callable[..., Path],

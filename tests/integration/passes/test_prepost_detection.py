@@ -133,7 +133,11 @@ def test_histogram_calibration_of_a_graph_with_nms(setup: dict[str, Any], tmp_pa
 
     ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
     assert {"QuantizeLinear", "NonMaxSuppression"} <= ops
-    session = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
+    # Every Q/DQ computed as written (in float): ORT's fused int8 kernels saturate u8s8
+    # products on CPUs without VNNI, which moved the box on an AVX2 EPYC and not elsewhere.
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(quantized), options, providers=["CPUExecutionProvider"])
     boxes, scores, _ = (np.asarray(o)[0] for o in session.run(None, {"image": setup["image"]}))
     overlap = iou_matrix(boxes[:1], setup["boxes"][:1])[0, 0]
     assert scores[0] > 0 and overlap > 0.5, (boxes[0], setup["boxes"][0])
