@@ -186,7 +186,7 @@ class NpzFile(Sampling):
 
 
 class CallableDataset(Sampling):
-    """A Python function returning `(inputs, labels)`; see docs/datasets.md."""
+    """A Python function returning `(inputs, labels)`; see docs/recipes.md, "Datasets"."""
 
     kind: Literal["callable"]
     function: str = Field(description="`package.module:fn` or `path/to/file.py:fn`.")
