@@ -8,7 +8,10 @@
                  the recipe's input/output declarations,
                  target-profile digest and backend version (target-specific stages),
                  versions of every tool involved, Python, the platform, and
-                 edgebuild itself: its version, or in a source checkout its code's digest)
+                 edgebuild itself: its version, or in a source checkout its code's digest,
+                 and for a stage whose result depends on the CPU it runs on — a latency,
+                 an inference whose INT8 kernels differ per ISA, a search that measures
+                 them — the host CPU: its model and its ISA extensions)
 
 Anything left out of this list would let a stale result be reused, so an op
 declares its tools and bumps its version whenever its output changes.
@@ -62,12 +65,46 @@ def environment() -> dict[str, str]:
     }
 
 
+# The extensions that change a runtime's kernels, hence a latency or an INT8 result: u8s8
+# saturates without VNNI, OpenVINO runs bf16 by default where the CPU has it, AMX tiles.
+ISA_FLAGS = frozenset({
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+    "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16",
+    "asimd", "asimddp", "sve", "i8mm", "bf16"})
+
+
+@cache
+def host_cpu() -> str:
+    """This machine's CPU as a stage key sees it: its model name and ISA extensions.
+
+    The same machine name can hold another CPU tomorrow (a cloud VM is rescheduled): a
+    latency measured on an AVX2 EPYC must not be served on a Xeon with AMX.
+    """
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return model
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name in ("model name", "Model", "CPU part") and value.strip():
+            model = value.strip()
+        elif name in ("flags", "Features"):
+            flags |= set(value.split()) & ISA_FLAGS
+            break  # every core lists the same
+    return f"{model} [{' '.join(sorted(flags))}]"
+
+
 def stage_key(*, op: str, op_version: int, params: dict[str, Any], inputs: dict[str, str],
               datasets: dict[str, str], source: str | None, io: Any,
               custom_ops: str | None,
               target: str | None, backend: dict[str, Any] | None,
-              tools: tuple[str, ...], callables: dict[str, str] | None = None) -> str:
+              tools: tuple[str, ...], callables: dict[str, str] | None = None,
+              host_bound: bool = False) -> str:
+    host = {"host_cpu": host_cpu()} if host_bound else {}
     return digest_json({
+        **host,
         "op": op, "op_version": op_version, "params": params, "inputs": inputs,
         "datasets": datasets, "source": source, "custom_ops": custom_ops, "io": io,
         "callables": callables or {},

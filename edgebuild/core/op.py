@@ -141,6 +141,11 @@ class Op(ABC):
         """Distributions whose installed versions belong in this stage's key."""
         return self.tools
 
+    def host_bound(self, params: dict[str, Any]) -> bool:
+        """Whether its result depends on the CPU it runs on (cache/keys.host_cpu enters
+        its key): a latency, an inference on the host (INT8 kernels differ per ISA)."""
+        return self.probes in ("latency", "accuracy")
+
     def datasets(self, params: BaseModel, target: Target | None) -> tuple[str, ...]:
         """The recipe datasets this stage reads: every DatasetRef in its params."""
         return dataset_names(params)

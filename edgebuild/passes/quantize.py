@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
@@ -87,6 +87,13 @@ class FidelityBudget(BaseModel):
     max_iterations: int = Field(8, ge=1, le=64,
                                 description="`keep_float`: re-quantizations at most.")
     max_seconds: float = Field(1800.0, gt=0, description="Stop trying after this long.")
+
+    @field_serializer("gate")
+    def _as_written(self, gate: BudgetGate) -> dict[str, Any]:
+        """The gate as the recipe wrote it: its validators tell a key the user set from a
+        default, so the planner's dump-then-validate must not set every key (it failed
+        "score_threshold … are for detection outputs" on any budget)."""
+        return gate.model_dump(mode="json", exclude_unset=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> FidelityBudget:
@@ -317,6 +324,10 @@ class Quantize(Op):
     produces = "onnx"
     tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxruntime", "numpy")
     summary = "INT8 (dynamic / static QDQ with calibration) or FP16"
+
+    def host_bound(self, params: dict[str, Any]) -> bool:
+        """A budget or an accuracy-aware search judges INT8 outputs computed on this CPU."""
+        return params.get("budget") is not None or params.get("accuracy_aware") is not None
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import tempfile

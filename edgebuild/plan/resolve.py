@@ -127,6 +127,7 @@ class KeyResolver:
             backend=self._backend(target.backend) if target else None,
             tools=op().tool_names(target),
             callables=self._callables(stage, op.callable_params),
+            host_bound=op().host_bound(stage.params),
         )
 
     def _callables(self, stage: Stage, names: tuple[str, ...]) -> dict[str, str]:
