@@ -95,9 +95,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
     assert version is not None
     signed = promote(folder, version, args.channel, args.key, args.expires_days)
     statement = signed.statement
+    writer = signed.signature.writer if signed.signature else "?"
     print(f"{args.channel} -> {version} ({statement.index}), sequence "
           f"{statement.sequence}, expires {statement.expires}, signed by "
-          f"{signed.signature.writer[:16]}…")
+          f"{writer[:16]}…")
     return ExitCode.OK
 
 

@@ -83,7 +83,7 @@ def target_folders(build: Path) -> list[Path]:
                   (p / MANIFEST_NAME).is_file())
 
 
-def annotations(manifest: ArtifactManifest, version: str) -> dict[str, str]:
+def annotations_of(manifest: ArtifactManifest, version: str) -> dict[str, str]:
     """The target's figures as annotations: strings, as the spec requires."""
     profile = manifest.profile
     found = {
@@ -142,7 +142,7 @@ def publish_target(layout: Layout, folder: Path, manifest: ArtifactManifest, ver
     if sliced is not None:
         layers.append(layout.put(REPORT_LAYER, sliced, {TITLE: "report.json"}))
     layout.put(EMPTY, EMPTY_DATA)
-    notes = annotations(manifest, version)
+    notes = annotations_of(manifest, version)
     record = ImageManifest(artifact_type=MODEL_ARTIFACT, config=EMPTY_CONFIG, layers=layers,
                            annotations=notes)
     described = layout.put_json(MANIFEST, record)
