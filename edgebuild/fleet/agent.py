@@ -130,8 +130,8 @@ def _check(options: AgentOptions, state: AgentState,
     active = state.active
     if statement.sequence <= state.sequence:
         if statement.sequence == state.sequence and active and active.index == statement.index:
-            return state.with_event("up-to-date", f"{active.version} is the channel's",
-                                    active.version, statement.sequence), Outcome(
+            # No event: a device checking every minute would push out the history.
+            return state.model_copy(update={"checked": now}), Outcome(
                 code=ExitCode.OK, message=f"up to date: {active.version} (sequence "
                                           f"{statement.sequence})")
         if statement.sequence == state.sequence and state.events and \
@@ -310,7 +310,10 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
     """(healthy, what was checked): the model check (unless --no-model-check), then
     --health-cmd; a check that cannot run here is skipped and says so."""
     notes: list[str] = []
-    env = {**os.environ, "EDGEBUILD_RELEASE": str(current),
+    # The check imports the same edgebuild as this process, wherever it is installed.
+    package = str(Path(health.__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "EDGEBUILD_RELEASE": str(current),
            "EDGEBUILD_RELEASE_VERSION": release.version,
            "EDGEBUILD_MODEL": str(current / "files" / release.main)}
     if options.model_check:
@@ -327,7 +330,7 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
         if code != 0:
             return False, f"--health-cmd exited {code}" + (f": {line}" if line else "")
         notes.append("--health-cmd passed")
-    return True, "; ".join(notes) or "no health check"
+    return True, "; ".join(notes) or "no health check (--no-model-check, no --health-cmd)"
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:

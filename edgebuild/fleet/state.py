@@ -28,7 +28,7 @@ STATE_NAME: Final = "state.json"
 RELEASE_NAME: Final = "release.json"
 MAX_EVENTS = 50
 
-Action = Literal["activated", "up-to-date", "renewed", "refused", "rolled-back",
+Action = Literal["activated", "renewed", "refused", "rolled-back",
                  "unhealthy"]
 
 
@@ -68,6 +68,8 @@ class AgentState(_Record):
     previous: Release | None = None
     sequence: int = Field(0, ge=0, description="highest statement sequence acted on")
     reason: str = Field("", description="why the active release is the active one")
+    checked: dt.datetime | None = Field(None, description="the last check that found "
+                                        "the channel unchanged")
     kept: list[str] = Field(default_factory=list, description="release folders on disk, "
                             "oldest first")
     events: list[Event] = Field(default_factory=list)
