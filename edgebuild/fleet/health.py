@@ -36,8 +36,13 @@ def check(release: Path) -> tuple[int, str]:
         from edgebuild.core.target import Target
         from edgebuild.registry import load_backend
 
+        from edgebuild.core.profile import RunsOn
+
         backend = load_backend(manifest.backend)
-        target = Target(name=manifest.target, profile=manifest.profile)
+        # The agent runs on the device: the profile's `runs_on` (how the build host
+        # reached it: ssh, dask) does not apply here; the device's arch still does.
+        profile = manifest.profile.model_copy(update={"runs_on": RunsOn()})
+        target = Target(name=manifest.target, profile=profile)
         why = backend.probe(target, "accuracy")
     except (ImportError, EdgebuildError) as exc:
         return SKIPPED, f"backend {manifest.backend} cannot be loaded here: {exc}"
