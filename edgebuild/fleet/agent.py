@@ -35,7 +35,7 @@ from edgebuild.core.manifest import MANIFEST_NAME, MEDIA_TYPE, read_manifest, ve
 from edgebuild.core.paths import confined
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.fleet import health
-from edgebuild.fleet.layout import BlobError, Layout, copy_verified, parse_ref
+from edgebuild.fleet.layout import BlobError, Store, copy_verified
 from edgebuild.fleet.records import (
     FILE_LAYER,
     INDEX,
@@ -49,6 +49,7 @@ from edgebuild.fleet.records import (
     Descriptor,
     ImageManifest,
 )
+from edgebuild.fleet.remote import open_store
 from edgebuild.fleet.state import (
     RELEASE_NAME,
     AgentState,
@@ -122,8 +123,7 @@ def check_once(options: AgentOptions, now: dt.datetime | None = None) -> Outcome
 
 def _check(options: AgentOptions, state: AgentState,
            now: dt.datetime) -> tuple[AgentState, Outcome]:
-    folder, _ = parse_ref(options.source, with_tag=False)
-    layout = Layout(folder)
+    layout, _ = open_store(options.source, with_tag=False)
     trust = trust_from(options.trust)
     signed = _verified_statement(layout, options.channel, trust, now)
     statement = signed.statement
@@ -151,7 +151,7 @@ def _check(options: AgentOptions, state: AgentState,
     return _activate(options, state, release)
 
 
-def _verified_statement(layout: Layout, channel: str, trust: Trust,
+def _verified_statement(layout: Store, channel: str, trust: Trust,
                         now: dt.datetime) -> SignedStatement:
     try:
         tagged = layout.resolve(channel)
@@ -176,7 +176,7 @@ def _verified_statement(layout: Layout, channel: str, trust: Trust,
     return signed
 
 
-def _stage(layout: Layout, signed: SignedStatement, options: AgentOptions,
+def _stage(layout: Store, signed: SignedStatement, options: AgentOptions,
            state: AgentState) -> Release:
     """Download the target's variant into releases/<manifest hex>/, verified."""
     statement = signed.statement
@@ -202,7 +202,7 @@ def _stage(layout: Layout, signed: SignedStatement, options: AgentOptions,
         raise Refused(exc.message, exc.hint) from None
 
 
-def _download(layout: Layout, manifest: ImageManifest, variant: Descriptor,
+def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
               signed: SignedStatement, options: AgentOptions) -> Release:
     root = options.root
     final = root / "releases" / variant.hex
@@ -226,7 +226,8 @@ def _download(layout: Layout, manifest: ImageManifest, variant: Descriptor,
                 with local.open("rb") as source:
                     reused += copy_verified(source, target, layer, f"{local}")
             else:
-                downloaded += layout.copy_blob(layer, target)
+                partial = root / "downloads" / f"{layer.hex}.part"  # kept: resumed
+                downloaded += layout.copy_blob(layer, target, partial)
         built = read_manifest(staging / MANIFEST_NAME)
         verified_files(staging / "files", built)  # the artifact's own record agrees
         if built.target != options.target:

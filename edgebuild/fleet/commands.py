@@ -25,7 +25,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("build", type=Path, help="the --out folder of `edgebuild run`")
     p.add_argument("--to", default="oci-layout:registry", metavar="REF",
                    help="oci-layout:DIR, an OCI image layout folder (default "
-                        "oci-layout:registry)")
+                        "oci-layout:registry), or http(s)://HOST[:PORT]/REPOSITORY, an OCI "
+                        "registry (http only on loopback)")
     p.add_argument("--version", required=True, dest="release", metavar="V",
                    help="the release's tag; a tag is never moved to other content")
     p.add_argument("--allow-failed", action="store_true",
@@ -34,7 +35,8 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("promote", help="sign a statement putting a release on a channel "
                        "and move the channel's tag (rollback: promote the previous one)")
-    p.add_argument("ref", metavar="oci-layout:DIR:V", help="the release to promote")
+    p.add_argument("ref", metavar="REF:V", help="the release to promote: oci-layout:DIR:V "
+                   "or https://HOST/REPOSITORY:V")
     p.add_argument("channel", help="production, canary, …")
     p.add_argument("--key", type=Path, default=None, metavar="KEYFILE",
                    help="the Ed25519 private key to sign with (default: "
@@ -47,7 +49,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("agent", help="the device side: pull the channel's release for a "
                        "target, verify, activate, health-check, roll back")
     p.add_argument("--from", dest="source", required=True, metavar="REF",
-                   help="oci-layout:DIR")
+                   help="oci-layout:DIR, or http(s)://HOST[:PORT]/REPOSITORY (downloads "
+                        "resume)")
     p.add_argument("--channel", required=True)
     p.add_argument("--target", required=True, help="the target this device is "
                    "(the dev.edgebuild.target annotation)")
@@ -73,11 +76,11 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from edgebuild.fleet.layout import parse_ref
     from edgebuild.fleet.publish import publish
+    from edgebuild.fleet.remote import open_store
 
-    folder, _ = parse_ref(args.to, with_tag=False)
-    done = publish(args.build, folder, args.release, args.allow_failed)
+    store, _ = open_store(args.to, with_tag=False)
+    done = publish(args.build, store, args.release, args.allow_failed)
     for target, descriptor in done.targets.items():
         print(f"  published {target:<20} {descriptor.digest}")
     for target, why in done.skipped.items():
@@ -88,12 +91,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from edgebuild.fleet.layout import parse_ref
     from edgebuild.fleet.promote import promote
+    from edgebuild.fleet.remote import open_store
 
-    folder, version = parse_ref(args.ref, with_tag=True)
+    store, version = open_store(args.ref, with_tag=True)
     assert version is not None
-    signed = promote(folder, version, args.channel, args.key, args.expires_days)
+    signed = promote(store, version, args.channel, args.key, args.expires_days)
     statement = signed.statement
     writer = signed.signature.writer if signed.signature else "?"
     print(f"{args.channel} -> {version} ({statement.index}), sequence "

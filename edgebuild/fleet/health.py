@@ -33,10 +33,9 @@ def check(release: Path) -> tuple[int, str]:
         import numpy as np
 
         from edgebuild.core.artifact import Artifact
+        from edgebuild.core.profile import RunsOn
         from edgebuild.core.target import Target
         from edgebuild.registry import load_backend
-
-        from edgebuild.core.profile import RunsOn
 
         backend = load_backend(manifest.backend)
         # The agent runs on the device: the profile's `runs_on` (how the build host

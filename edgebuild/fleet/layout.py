@@ -19,7 +19,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import BinaryIO, Final, TypeVar
+from typing import BinaryIO, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -60,11 +60,41 @@ def parse_ref(text: str, with_tag: bool) -> tuple[Path, str | None]:
     return Path(folder), tag
 
 
+class Store(Protocol):
+    """Where releases live: an OCI image layout folder (`Layout`) or an OCI distribution
+    registry (`remote.Registry`). Every read is verified against its descriptor."""
+
+    written: int  # blobs and manifests this object stored that were not there before
+
+    @property
+    def where(self) -> str: ...
+    def init(self) -> None: ...
+    def put(self, media_type: str, data: bytes, annotations: dict[str, str] | None = None,
+            artifact_type: str | None = None) -> Descriptor: ...
+    def put_json(self, media_type: str, record: ImageManifest | ImageIndex,
+                 annotations: dict[str, str] | None = None) -> Descriptor: ...
+    def put_file(self, media_type: str, path: Path, sha256: str, size: int,
+                 annotations: dict[str, str]) -> Descriptor: ...
+    def tag(self, name: str, descriptor: Descriptor) -> None: ...
+    def lookup(self, name: str) -> Descriptor | None: ...
+    def resolve(self, name: str) -> Descriptor: ...
+    def read_blob(self, descriptor: Descriptor) -> bytes: ...
+    def manifest(self, descriptor: Descriptor) -> ImageManifest: ...
+    def image_index(self, descriptor: Descriptor) -> ImageIndex: ...
+    def copy_blob(self, descriptor: Descriptor, target: Path,
+                  partial: Path | None = None) -> int: ...
+
+
 class Layout:
     """One OCI image layout folder: write blobs and tags, read them back verified."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.written = 0
+
+    @property
+    def where(self) -> str:
+        return f"{SCHEME}{self.root}"
 
     # -- writing ---------------------------------------------------------------------
     def init(self) -> None:
@@ -81,6 +111,7 @@ class Layout:
         path = self.blob_path(descriptor.digest)
         if not path.is_file():
             _atomic_write(path, data)
+            self.written += 1
         return descriptor
 
     def put_json(self, media_type: str, record: ImageManifest | ImageIndex,
@@ -98,18 +129,16 @@ class Layout:
         if not target.is_file():
             with path.open("rb") as source:
                 copy_verified(source, target, descriptor, f"{path}")
+            self.written += 1
         return descriptor
 
-    def tag(self, name: str, descriptor: Descriptor) -> Descriptor | None:
-        """Point tag `name` at `descriptor` (index.json, written atomically); the
-        descriptor it pointed at before, or None."""
+    def tag(self, name: str, descriptor: Descriptor) -> None:
+        """Point tag `name` at `descriptor` (index.json, written atomically)."""
         index = self.index()
-        old = next((d for d in index.manifests if d.annotation(REF_NAME) == name), None)
         tagged = descriptor.model_copy(update={"annotations": {
             **(descriptor.annotations or {}), REF_NAME: name}})
         kept = [d for d in index.manifests if d.annotation(REF_NAME) != name]
         self._write_index(index.model_copy(update={"manifests": [*kept, tagged]}))
-        return old
 
     def _write_index(self, index: ImageIndex) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -131,16 +160,19 @@ class Layout:
             raise EdgebuildError(f"{self.root} is not an OCI image layout (no oci-layout "
                                  "and index.json)", "publish to it first: edgebuild publish "
                                  "BUILD --to oci-layout:DIR --version V")
-        return _parse(ImageIndex, _read_limited(path), f"{path}")
+        return parse_record(ImageIndex, _read_limited(path), f"{path}")
 
     def resolve(self, name: str) -> Descriptor:
         """The descriptor tag `name` points at; EdgebuildError listing the tags if none."""
-        tags = {d.annotation(REF_NAME): d for d in self.index().manifests}
-        if name not in tags:
-            known = sorted(t for t in tags if t)
+        found = self.lookup(name)
+        if found is None:
+            known = sorted(t for t in self.tags() if not t.startswith("sha256-"))
             raise EdgebuildError(f"{self.root}: no tag {name!r}",
                                  f"tags: {', '.join(known) or 'none'}")
-        return tags[name]
+        return found
+
+    def lookup(self, name: str) -> Descriptor | None:
+        return self.tags().get(name)
 
     def tags(self) -> dict[str, Descriptor]:
         return {t: d for d in self.index().manifests if (t := d.annotation(REF_NAME))}
@@ -159,17 +191,19 @@ class Layout:
         return data
 
     def manifest(self, descriptor: Descriptor) -> ImageManifest:
-        return _parse(ImageManifest, self.read_blob(descriptor), descriptor.digest)
+        return parse_record(ImageManifest, self.read_blob(descriptor), descriptor.digest)
 
     def image_index(self, descriptor: Descriptor) -> ImageIndex:
         if descriptor.media_type != INDEX:
             raise EdgebuildError(f"{descriptor.digest} is a {descriptor.media_type}, not an "
                                  "image index (a release)")
-        return _parse(ImageIndex, self.read_blob(descriptor), descriptor.digest)
+        return parse_record(ImageIndex, self.read_blob(descriptor), descriptor.digest)
 
-    def copy_blob(self, descriptor: Descriptor, target: Path) -> int:
+    def copy_blob(self, descriptor: Descriptor, target: Path,
+                  partial: Path | None = None) -> int:
         """Copy a blob to `target`, hashing and counting every byte; BlobError (and no
-        file left) when it is not the digest and size the descriptor says. Bytes read."""
+        file left) when it is not the digest and size the descriptor says. Bytes read.
+        (`partial`: where a registry keeps an interrupted download; a folder has none.)"""
         with self._open(descriptor) as source:
             return copy_verified(source, target, descriptor, f"{self.root}")
 
@@ -230,7 +264,7 @@ def _read_limited(path: Path) -> bytes:
 M = TypeVar("M", ImageIndex, ImageManifest)
 
 
-def _parse(model: type[M], data: bytes, where: str) -> M:
+def parse_record(model: type[M], data: bytes, where: str) -> M:
     try:
         return model.model_validate(json.loads(data))
     except (ValueError, ValidationError) as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from edgebuild.cache.signing import signer_for
 from edgebuild.errors import EdgebuildError
-from edgebuild.fleet.layout import Layout
+from edgebuild.fleet.layout import Store
 from edgebuild.fleet.records import (
     CHANNEL,
     CREATED,
@@ -36,32 +36,30 @@ def referrers_tag(digest: str) -> str:
     return digest.replace(":", "-")
 
 
-def current(layout: Layout, channel: str) -> SignedStatement | None:
+def current(layout: Store, channel: str) -> SignedStatement | None:
     """The statement the channel's tag points at now, if any (unverified: the publisher
     reads only its sequence number)."""
-    tags = layout.tags()
-    if channel not in tags:
+    descriptor = layout.lookup(channel)
+    if descriptor is None:
         return None
-    descriptor = tags[channel]
     if descriptor.artifact_type != STATEMENT_ARTIFACT:
-        raise EdgebuildError(f"{layout.root}: tag {channel!r} is not a channel (it names "
+        raise EdgebuildError(f"{layout.where}: tag {channel!r} is not a channel (it names "
                              f"a {descriptor.artifact_type or descriptor.media_type})",
                              "channel names must differ from version tags")
     manifest = layout.manifest(descriptor)
     if not manifest.layers:
-        raise EdgebuildError(f"{layout.root}: channel {channel!r}: statement has no layer")
-    return parse(layout.read_blob(manifest.layers[0]), f"{layout.root}: channel {channel}")
+        raise EdgebuildError(f"{layout.where}: channel {channel!r}: statement has no layer")
+    return parse(layout.read_blob(manifest.layers[0]), f"{layout.where}: channel {channel}")
 
 
-def promote(root: Path, version: str, channel: str, key: Path | None,
+def promote(layout: Store, version: str, channel: str, key: Path | None,
             expires_days: float, now: dt.datetime | None = None) -> SignedStatement:
     """Sign and store the statement putting release `version` on `channel`."""
     if not expires_days > 0:
         raise EdgebuildError(f"--expires-days {expires_days:g}: a number of days > 0")
-    layout = Layout(root)
     release = layout.resolve(version)
     if release.media_type != INDEX:
-        raise EdgebuildError(f"{root}: tag {version!r} is not a release (an image index)",
+        raise EdgebuildError(f"{layout.where}: tag {version!r} is not a release (an image index)",
                              "promote a version that `edgebuild publish` wrote")
     layout.image_index(release)  # present and whole, or refused before anything is signed
     before = current(layout, channel)
@@ -89,11 +87,11 @@ def promote(root: Path, version: str, channel: str, key: Path | None,
     return signed
 
 
-def _add_referrer(layout: Layout, subject: Descriptor, referrer: Descriptor) -> None:
+def _add_referrer(layout: Store, subject: Descriptor, referrer: Descriptor) -> None:
     """Append to the subject's referrers fallback index (tag `sha256-<hex>`)."""
     tag = referrers_tag(subject.digest)
-    tags = layout.tags()
-    listed = layout.image_index(tags[tag]).manifests if tag in tags else []
+    tagged = layout.lookup(tag)
+    listed = layout.image_index(tagged).manifests if tagged is not None else []
     index = ImageIndex(manifests=[*[d for d in listed if d.digest != referrer.digest],
                                   referrer])
     layout.tag(tag, layout.put_json(INDEX, index))

@@ -31,7 +31,7 @@ from edgebuild.core.manifest import (
     verified_files,
 )
 from edgebuild.errors import EdgebuildError
-from edgebuild.fleet.layout import Layout
+from edgebuild.fleet.layout import Store
 from edgebuild.fleet.records import (
     CREATED,
     EMPTY,
@@ -130,7 +130,7 @@ def report_slice(build: Path, target: str) -> bytes | None:
     return canonical(entries[0]) if entries else None
 
 
-def publish_target(layout: Layout, folder: Path, manifest: ArtifactManifest, version: str,
+def publish_target(layout: Store, folder: Path, manifest: ArtifactManifest, version: str,
                    build: Path) -> Descriptor:
     """One target's image manifest (its layers stored first); its descriptor."""
     files = verified_files(folder, manifest)  # re-verified: changed since the build = refused
@@ -150,15 +150,12 @@ def publish_target(layout: Layout, folder: Path, manifest: ArtifactManifest, ver
         k: notes[k] for k in (*SELECTORS, f"{PREFIX}p50-ms") if k in notes}})
 
 
-def publish(build: Path, destination: Path, version: str,
-            allow_failed: bool = False) -> Published:
-    """Publish every target of the build at `build` to the OCI layout `destination`."""
+def publish(build: Path, layout: Store, version: str, allow_failed: bool = False) -> Published:
+    """Publish every target of the build at `build` to `layout` (a folder or registry)."""
     if not version or any(c.isspace() or c in "/:" for c in version) or len(version) > 128:
         raise EdgebuildError(f"--version {version!r}: not a tag",
                              "letters, digits and . _ -, at most 128 characters")
-    layout = Layout(destination)
     layout.init()
-    before = _blob_count(layout)
     targets: dict[str, Descriptor] = {}
     skipped: dict[str, str] = {}
     created: list[str] = []
@@ -182,19 +179,15 @@ def publish(build: Path, destination: Path, version: str,
     index = ImageIndex(artifact_type=MODEL_ARTIFACT, annotations=notes,
                        manifests=[targets[t] for t in sorted(targets)])
     described = layout.put_json(INDEX, index)
-    tags = layout.tags()
-    if version in tags and tags[version].digest != described.digest:
-        raise EdgebuildError(f"{destination}: version {version} is already published with "
-                             f"other content ({tags[version].digest})",
+    tagged = layout.lookup(version)
+    if tagged is not None and tagged.digest != described.digest:
+        raise EdgebuildError(f"{layout.where}: version {version} is already published with "
+                             f"other content ({tagged.digest})",
                              "a release is immutable: publish under a new --version")
     layout.tag(version, described.model_copy(update={"annotations": {
         VERSION: version, CREATED: max(created)}}))
     return Published(version=version, index=described, targets=targets, skipped=skipped,
-                     new_blobs=_blob_count(layout) - before)
-
-
-def _blob_count(layout: Layout) -> int:
-    return sum(1 for _ in (layout.root / "blobs" / "sha256").iterdir())
+                     new_blobs=layout.written)
 
 
 __all__ = ["REF_NAME", "Published", "publish"]

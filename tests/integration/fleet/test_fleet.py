@@ -247,7 +247,7 @@ def test_an_unsigned_channel_is_refused(registry: Path, device: Path,
     layout.tag("production", good)
     # A statement artifact whose signature was stripped (its sequence raised: unsigned,
     # anyone could write it).
-    promote(registry, "1.0.0", "production", keys["release"], 30)
+    promote(Layout(registry), "1.0.0", "production", keys["release"], 30)
     tagged = layout.resolve("production")
     manifest = layout.manifest(tagged)
     signed = parse(layout.read_blob(manifest.layers[0]), "test")
@@ -280,7 +280,7 @@ def test_a_replayed_older_statement_is_refused(registry: Path, device: Path,
 
 def test_an_expired_statement_is_refused(registry: Path, keys: dict[str, Path],
                                          tmp_path: Path) -> None:
-    promote(registry, "1.0.0", "production", keys["release"], 30,
+    promote(Layout(registry), "1.0.0", "production", keys["release"], 30,
             now=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
     root = tmp_path / "fresh"
     refused(registry, root, keys["trusted"], "the statement expired at 2020-01-31")
@@ -302,7 +302,7 @@ def test_a_layer_name_leaving_its_folder_is_refused(registry: Path, keys: dict[s
     evil = evil.model_copy(update={"annotations": host.annotations})
     release = layout.put_json(INDEX, ImageIndex(manifests=[evil]))
     layout.tag("evil", release)
-    promote(registry, "evil", "production", keys["release"], 1)
+    promote(Layout(registry), "evil", "production", keys["release"], 1)
     root = tmp_path / "fresh"
     refused(registry, root, keys["trusted"], "not a plain relative path")
     assert not (tmp_path / "escaped").exists() and not (root / "escaped").exists()
