@@ -102,7 +102,10 @@ class Registry:
             artifact_type: str | None = None) -> Descriptor:
         descriptor = describe(media_type, data, annotations, artifact_type)
         if media_type in MANIFEST_TYPES:
-            self._put_manifest(descriptor.digest, media_type, data)
+            if not self._has("manifests", descriptor.digest):
+                self._put_manifest(descriptor.digest, media_type, data)
+                self.written += 1
+            self._fetched[descriptor.digest] = data
         elif not self._has_blob(descriptor.digest):
             self._upload(descriptor.digest, data)
         return descriptor
@@ -127,8 +130,12 @@ class Registry:
         self._put_manifest(name, descriptor.media_type, self.read_blob(descriptor))
 
     def _has_blob(self, digest: str) -> bool:
+        return self._has("blobs", digest)
+
+    def _has(self, kind: str, digest: str) -> bool:
         try:
-            self._request("HEAD", self._url("blobs", digest), expect=(200,)).close()
+            self._request("HEAD", self._url(kind, digest), expect=(200,),
+                          headers={"Accept": ", ".join(MANIFEST_TYPES)}).close()
             return True
         except _NotFound:
             return False
@@ -149,7 +156,6 @@ class Registry:
         self._request("PUT", self._url("manifests", reference), data=data, expect=(201,),
                       headers={"Content-Type": media_type}).close()
         self._fetched[sha256_digest(data)] = data
-        self.written += 1
 
     # -- reading ---------------------------------------------------------------------
     def lookup(self, name: str) -> Descriptor | None:
@@ -225,6 +231,10 @@ class Registry:
                 if reply.status != 206:
                     have = 0
                 transferred = _stream(reply, out, descriptor.size - have)
+            if have + transferred < descriptor.size:  # the body ended early: resume later
+                raise EdgebuildError(f"{self.where}: download of {descriptor.digest} "
+                                     f"interrupted after {have + transferred} of "
+                                     f"{descriptor.size} bytes; the next check resumes it")
         try:
             with part.open("rb") as source:
                 copy_verified(source, target, descriptor, self.where)
@@ -275,8 +285,8 @@ def _stream(reply: BinaryIO, out: BinaryIO, most: int) -> int:
                 break
     except (OSError, http.client.HTTPException) as exc:  # broken: what arrived stays
         out.flush()
-        raise EdgebuildError(f"download interrupted after {total} bytes ({exc}); the next "
-                             "check resumes it") from None
+        raise EdgebuildError(f"download interrupted after {total} more bytes ({exc}); "
+                             "the next check resumes it") from None
     return total
 
 
