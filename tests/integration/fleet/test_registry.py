@@ -23,15 +23,10 @@ import pytest
 from edgebuild.core.manifest import read_manifest
 from edgebuild.errors import ExitCode
 from tests.conftest import edgebuild
-from tests.integration.fleet.test_fleet import (  # noqa: F401 - fixtures
-    active_target,
-    build,
-    keys,
-    ok,
-    state,
-)
+from tests.integration.fleet.conftest import active_target, ok, state
 
 pytestmark = pytest.mark.onnxruntime
+pytest.importorskip("onnxruntime", reason="the tiny build and the model check need onnxruntime")
 REGISTRY = shutil.which("docker-registry")
 
 
@@ -70,7 +65,8 @@ http:
                 break
             except (urllib.error.URLError, OSError):
                 if process.poll() is not None:
-                    pytest.fail(f"docker-registry exited: {(tmp_path / 'registry.log').read_text()}")
+                    pytest.fail("docker-registry exited: "
+                                f"{(tmp_path / 'registry.log').read_text()}")
                 time.sleep(0.1)
         yield url, data
     finally:
@@ -85,8 +81,8 @@ def agent(source: str, root: Path, trusted: Path, target: str = "host-cpu") -> A
 
 
 @pytest.fixture
-def released(build: Path, registry: tuple[str, Path],  # noqa: F811
-             keys: dict[str, Path]) -> str:  # noqa: F811
+def released(build: Path, registry: tuple[str, Path],
+             keys: dict[str, Path]) -> str:
     url, _ = registry
     repository = f"{url}/fleet/tiny"
     text = ok(edgebuild("publish", str(build), "--to", repository, "--version", "1.0.0"))
@@ -98,7 +94,7 @@ def released(build: Path, registry: tuple[str, Path],  # noqa: F811
     return repository
 
 
-def test_agents_pull_their_variant_from_a_registry(released: str, keys: dict[str, Path],  # noqa: F811
+def test_agents_pull_their_variant_from_a_registry(released: str, keys: dict[str, Path],
                                                     tmp_path: Path) -> None:
     for target in ("host-cpu", "edge-box"):
         root = tmp_path / target
@@ -108,8 +104,8 @@ def test_agents_pull_their_variant_from_a_registry(released: str, keys: dict[str
 
 
 def test_a_blob_the_registry_serves_corrupted_is_refused(
-        build: Path, released: str, registry: tuple[str, Path],  # noqa: F811
-        keys: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+        build: Path, released: str, registry: tuple[str, Path],
+        keys: dict[str, Path], tmp_path: Path) -> None:
     _, data = registry
     model = read_manifest(build / "artifacts" / "host-cpu" / "manifest.json").files[0]
     stored = next(data.rglob(f"blobs/sha256/{model.sha256[:2]}/{model.sha256}/data"))
@@ -141,7 +137,7 @@ class CuttingProxy(http.server.ThreadingHTTPServer):
 class _Forward(http.server.BaseHTTPRequestHandler):
     server: CuttingProxy
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         headers = {k: v for k, v in self.headers.items() if k.lower() in ("accept", "range")}
         request = urllib.request.Request(self.server.upstream + self.path, headers=headers)
         blob = self.path.endswith(f"/blobs/{self.server.digest}")
@@ -170,7 +166,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
 
 def test_an_interrupted_download_resumes(build: Path, released: str,
-                                         keys: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+                                         keys: dict[str, Path], tmp_path: Path) -> None:
     built = read_manifest(build / "artifacts" / "host-cpu" / "manifest.json")
     model = built.files[0]
     upstream, _, repository = released.partition("/fleet")
@@ -207,7 +203,7 @@ def _layers(build: Path) -> list[Any]:
     return list(layout.manifest(done.targets["host-cpu"]).layers)
 
 
-def test_the_agent_needs_no_network_for_a_layout(build: Path, keys: dict[str, Path],  # noqa: F811
+def test_the_agent_needs_no_network_for_a_layout(build: Path, keys: dict[str, Path],
                                                   tmp_path: Path) -> None:
     probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False) \
         if shutil.which("unshare") else None
