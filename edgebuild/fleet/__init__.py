@@ -5,6 +5,7 @@ with a signed statement, and a device agent that pulls, verifies, activates and 
         │  edgebuild publish BUILD --to oci-layout:DIR --version V      (publish.py)
         ▼
     DIR/ oci-layout, index.json (tags), blobs/sha256/…   (layout.py, records.py)
+      or https://HOST/REPO, an OCI distribution registry  (remote.py)
         │  edgebuild promote oci-layout:DIR:V CHANNEL --key K            (promote.py)
         ▼
     tag CHANNEL -> signed statement {channel, index, sequence, expiry}   (statement.py)
@@ -12,7 +13,7 @@ with a signed statement, and a device agent that pulls, verifies, activates and 
         ▼
     ROOT/releases/<digest>/, ROOT/current -> it, ROOT/state.json         (state.py)
 
-The agent's side (agent, state, statement, layout, records, health) imports the
+The agent's side (agent, state, statement, layout, remote, records, health) imports the
 standard library, pydantic (edgebuild's records) and `cryptography` — never torch,
 ONNX or numpy at import time: the health check that loads the model runs in a
 subprocess (health.py). docs/fleet.md.

@@ -230,6 +230,10 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
                 downloaded += layout.copy_blob(layer, target, partial)
         built = read_manifest(staging / MANIFEST_NAME)
         verified_files(staging / "files", built)  # the artifact's own record agrees
+        titles = {layer.annotation(TITLE) for layer in manifest.layers
+                  if layer.media_type == FILE_LAYER}
+        if titles != {f.name for f in built.files}:
+            raise Refused("the variant's file layers are not the files its manifest lists")
         if built.target != options.target:
             raise Refused(f"the variant's manifest is for target {built.target!r}")
         statement = signed.statement

@@ -106,7 +106,7 @@ def annotations_of(manifest: ArtifactManifest, version: str) -> dict[str, str]:
         found[f"{PREFIX}candidate"] = manifest.candidate
     for tool, installed in manifest.tools.items():
         found[f"{PREFIX}tool.{tool}"] = installed
-    for key in ("soc", "htp_arch", "compute_capability", "trt_version"):  # QNN, TensorRT
+    for key in ("soc_model", "htp_arch", "compute_capability", "tensorrt_version"):  # QNN, TRT
         if key in profile.options:
             found[f"{PREFIX}option.{key}"] = str(profile.options[key])
     for gate in manifest.gates:
