@@ -281,3 +281,27 @@ def test_the_agent_keeps_the_last_releases(build: Path, registry: Path,
     on_disk = sorted(p.name for p in (root / "releases").iterdir())
     assert on_disk == sorted([now["active"]["folder"], now["previous"]["folder"]])
     shutil.rmtree(root)
+
+
+def test_the_model_check_is_skipped_with_its_reason_where_it_cannot_run(
+        registry: Path, device: Path, tmp_path: Path) -> None:
+    """A release for another architecture: the default check says why it could not run
+    the model (exit 75), never that the model is healthy."""
+    import platform
+    import subprocess
+    import sys
+
+    arch = "aarch64" if platform.machine() != "aarch64" else "x86_64"
+    other = tmp_path / "foreign-release"
+    shutil.copytree(device / "current", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["profile"]["device"]["arch"] = arch
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, "-m", "edgebuild.fleet.health", str(other)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 75, done.stdout + done.stderr
+    assert f"cannot run here: not measurable here: needs {arch}" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "edgebuild.fleet.health",
+                           str(device / "current")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0 and "ran one inference (y [1, 3])" in done.stdout
