@@ -18,6 +18,7 @@ what changed. A version tag is never moved to other content.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -152,9 +153,11 @@ def publish_target(layout: Store, folder: Path, manifest: ArtifactManifest, vers
 
 def publish(build: Path, layout: Store, version: str, allow_failed: bool = False) -> Published:
     """Publish every target of the build at `build` to `layout` (a folder or registry)."""
-    if not version or any(c.isspace() or c in "/:" for c in version) or len(version) > 128:
-        raise EdgebuildError(f"--version {version!r}: not a tag",
-                             "letters, digits and . _ -, at most 128 characters")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", version) or \
+            version.startswith("sha256-"):
+        raise EdgebuildError(f"--version {version!r}: not an OCI tag",
+                             "letters, digits and . _ - (not first: . -), at most 128 "
+                             "characters; sha256-… is the referrers tags'")
     layout.init()
     targets: dict[str, Descriptor] = {}
     skipped: dict[str, str] = {}
