@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from edgebuild import __version__
 from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
+from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
 
 if TYPE_CHECKING:
     from edgebuild.cache.signing import Trust
@@ -151,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than-days", type=float, default=30.0,
                    help="gc: remove entries created longer ago than this")
     with_cache(p)
+    fleet.add_parsers(sub)
     return parser
 
 
@@ -484,7 +486,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": cmd_worker,
             "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
-            "passes": cmd_passes, "cache": cmd_cache}
+            "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS}
 
 
 class _DaskOneLine(logging.Filter):

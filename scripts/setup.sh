@@ -28,6 +28,10 @@ APT_PACKAGES=()
 [ -x /usr/sbin/sshd ] || APT_PACKAGES+=(openssh-server)
 # Headless Chromium renders report.html in tests/integration/test_report_browser.py.
 [ -x /usr/bin/chromium ] || APT_PACKAGES+=(chromium)
+# The fleet tests publish to and pull from a real OCI registry (CNCF distribution) that
+# they start on 127.0.0.1 with their own config (tests/integration/fleet/test_registry.py);
+# the package's own service stays as the system configures it.
+[ -x /usr/bin/docker-registry ] || APT_PACKAGES+=(docker-registry)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
   say "Debian packages: ${APT_PACKAGES[*]}"
   SUDO=""

@@ -1,0 +1,382 @@
+"""`edgebuild agent`: the device side. One check:
+
+    channel tag ─► statement ── verify (trusted key, channel, expiry, sequence > ours)
+        └─► release index ─► the manifest whose dev.edgebuild.target is ours
+              └─► every layer copied through sha256 + size into releases/.staging-…
+                    (a file a kept release already has is copied from there, verified)
+                    ─► rename to releases/<manifest hex> ─► swap `current` ─► health
+                          check ─► healthy: keep; unhealthy: swap back (rollback)
+
+Anything refused (unsigned, unknown key, expired, downgrade or replay, a blob that is
+not its digest, a name that leaves its folder) stops the check before `current`
+moves: nothing is activated, and state.json says why. Imports: the standard library,
+pydantic and `cryptography` (statement.py); the model check runs in a subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict
+
+from edgebuild.cache.signing import Trust
+from edgebuild.core.manifest import MANIFEST_NAME, MEDIA_TYPE, read_manifest, verified_files
+from edgebuild.core.paths import confined
+from edgebuild.errors import EdgebuildError, ExitCode
+from edgebuild.fleet import health
+from edgebuild.fleet.layout import BlobError, Store, copy_verified
+from edgebuild.fleet.records import (
+    FILE_LAYER,
+    INDEX,
+    MANIFEST,
+    MODEL_ARTIFACT,
+    REPORT_LAYER,
+    STATEMENT_ARTIFACT,
+    STATEMENT_LAYER,
+    TARGET,
+    TITLE,
+    Descriptor,
+    ImageManifest,
+)
+from edgebuild.fleet.remote import open_store
+from edgebuild.fleet.state import (
+    RELEASE_NAME,
+    AgentState,
+    Release,
+    load_state,
+    save_state,
+    write_atomic,
+)
+from edgebuild.fleet.statement import SignedStatement, parse, refusal, trust_from
+
+CURRENT: Final = "current"
+HEALTH_TIMEOUT_S = 600.0
+
+
+class AgentOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    source: str
+    channel: str
+    target: str
+    root: Path
+    trust: list[Path]
+    health_cmd: str | None = None
+    model_check: bool = True
+    keep: int = 3
+    interval: float | None = None
+
+
+class Refused(EdgebuildError):
+    """A statement or blob failed verification: nothing is activated."""
+
+    exit_code = ExitCode.STAGE_FAILED
+
+
+class Outcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    code: int
+    message: str
+
+
+def run_agent(options: AgentOptions) -> int:
+    """--once (default): one check, its exit code; --interval S: check until stopped."""
+    if options.keep < 2:
+        raise EdgebuildError(f"--keep {options.keep}: at least 2 (the active release and "
+                             "the one to roll back to)")
+    if options.interval is not None and not options.interval > 0:
+        raise EdgebuildError(f"--interval {options.interval:g}: seconds > 0")
+    while True:
+        outcome = check_once(options)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        print(f"{stamp} {outcome.message}", flush=True)
+        if options.interval is None:
+            return outcome.code
+        time.sleep(options.interval)
+
+
+def check_once(options: AgentOptions, now: dt.datetime | None = None) -> Outcome:
+    """One check of the channel; state.json records what happened."""
+    root = options.root
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "releases").mkdir(exist_ok=True)
+    with _locked(root):
+        state = load_state(root, options.target, options.channel)
+        try:
+            state, outcome = _check(options, state, now or dt.datetime.now(dt.UTC))
+        except Refused as exc:
+            state = state.with_event("refused", exc.message)
+            outcome = Outcome(code=ExitCode.STAGE_FAILED, message=f"refused: {exc.message}")
+        save_state(root, state)
+    return outcome
+
+
+def _check(options: AgentOptions, state: AgentState,
+           now: dt.datetime) -> tuple[AgentState, Outcome]:
+    layout, _ = open_store(options.source, with_tag=False)
+    trust = trust_from(options.trust)
+    signed = _verified_statement(layout, options.channel, trust, now)
+    statement = signed.statement
+    active = state.active
+    if statement.sequence <= state.sequence:
+        if statement.sequence == state.sequence and active and active.index == statement.index:
+            # No event: a device checking every minute would push out the history.
+            return state.model_copy(update={"checked": now}), Outcome(
+                code=ExitCode.OK, message=f"up to date: {active.version} (sequence "
+                                          f"{statement.sequence})")
+        if statement.sequence == state.sequence and state.events and \
+                state.events[-1].action in ("rolled-back", "unhealthy"):
+            return state, Outcome(code=ExitCode.GATE_FAILED, message=(
+                f"{statement.version} failed its health check; waiting for a newer "
+                "promotion"))
+        raise Refused(f"statement sequence {statement.sequence} is not newer than "
+                      f"{state.sequence}, the one this device acted on: a downgrade or "
+                      "replay", "promote again (a rollback is a new, higher sequence)")
+    if active is not None and active.index == statement.index:
+        reason = f"{active.version} renewed by sequence {statement.sequence}"
+        return state.with_event("renewed", reason, active.version, statement.sequence,
+                                sequence=statement.sequence), Outcome(
+            code=ExitCode.OK, message=reason)
+    release = _stage(layout, signed, options, state)
+    return _activate(options, state, release)
+
+
+def _verified_statement(layout: Store, channel: str, trust: Trust,
+                        now: dt.datetime) -> SignedStatement:
+    try:
+        tagged = layout.resolve(channel)
+        if tagged.artifact_type != STATEMENT_ARTIFACT or tagged.media_type != MANIFEST:
+            raise Refused(f"channel {channel!r} names no signed statement (a "
+                          f"{tagged.artifact_type or tagged.media_type}): unsigned")
+        record = layout.manifest(tagged)
+        blobs = [d for d in record.layers if d.media_type == STATEMENT_LAYER]
+        if len(blobs) != 1:
+            raise Refused(f"channel {channel!r}: the statement artifact holds "
+                          f"{len(blobs)} statements, not one")
+        signed = parse(layout.read_blob(blobs[0]), f"channel {channel}")
+    except Refused:
+        raise
+    except EdgebuildError as exc:
+        raise Refused(exc.message, exc.hint) from None
+    why = refusal(signed, trust, channel, now)
+    if why:
+        raise Refused(why)
+    if record.subject is not None and record.subject.digest != signed.statement.index:
+        raise Refused("the statement's subject is another release than the one it signs")
+    return signed
+
+
+def _stage(layout: Store, signed: SignedStatement, options: AgentOptions,
+           state: AgentState) -> Release:
+    """Download the target's variant into releases/<manifest hex>/, verified."""
+    statement = signed.statement
+    try:
+        release = layout.image_index(Descriptor(media_type=INDEX, digest=statement.index,
+                                                size=statement.index_size))
+        variants = [d for d in release.manifests if d.annotation(TARGET) == options.target]
+        if len(variants) != 1:
+            known = sorted({d.annotation(TARGET) or "?" for d in release.manifests})
+            raise Refused(f"release {statement.version} has {len(variants)} variants for "
+                          f"target {options.target!r}", f"its targets: {', '.join(known)}")
+        variant = variants[0]
+        if variant.media_type != MANIFEST:
+            raise Refused(f"the variant of {options.target} is a {variant.media_type}")
+        manifest = layout.manifest(variant)
+        if manifest.artifact_type != MODEL_ARTIFACT:
+            raise Refused(f"the variant of {options.target} is a {manifest.artifact_type}, "
+                          "not an edgebuild model")
+        return _download(layout, manifest, variant, signed, options)
+    except Refused:
+        raise
+    except EdgebuildError as exc:  # BlobError, a confined name, a malformed record
+        raise Refused(exc.message, exc.hint) from None
+
+
+def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
+              signed: SignedStatement, options: AgentOptions) -> Release:
+    root = options.root
+    final = root / "releases" / variant.hex
+    staging = root / "releases" / f".staging-{uuid.uuid4().hex[:12]}"
+    reuse = _local_files(root)
+    downloaded = reused = 0
+    try:
+        for layer in manifest.layers:
+            title = layer.annotation(TITLE)
+            if title is None:
+                raise Refused(f"a layer ({layer.digest}) has no title")
+            if layer.media_type == FILE_LAYER:
+                target = confined(staging / "files", title, "a layer title")
+            elif layer.media_type in (MEDIA_TYPE, REPORT_LAYER):
+                target = staging / (MANIFEST_NAME if layer.media_type == MEDIA_TYPE
+                                    else "report.json")
+            else:
+                continue  # a layer this agent does not use
+            local = reuse.get(layer.hex)
+            if local is not None:
+                with local.open("rb") as source:
+                    reused += copy_verified(source, target, layer, f"{local}")
+            else:
+                partial = root / "downloads" / f"{layer.hex}.part"  # kept: resumed
+                downloaded += layout.copy_blob(layer, target, partial)
+        built = read_manifest(staging / MANIFEST_NAME)
+        verified_files(staging / "files", built)  # the artifact's own record agrees
+        titles = {layer.annotation(TITLE) for layer in manifest.layers
+                  if layer.media_type == FILE_LAYER}
+        if titles != {f.name for f in built.files}:
+            raise Refused("the variant's file layers are not the files its manifest lists")
+        if built.target != options.target:
+            raise Refused(f"the variant's manifest is for target {built.target!r}")
+        statement = signed.statement
+        release = Release(version=statement.version, channel=statement.channel,
+                          sequence=statement.sequence, index=statement.index,
+                          manifest=variant.digest, folder=variant.hex, target=built.target,
+                          backend=built.backend, main=built.main,
+                          downloaded_bytes=downloaded, reused_bytes=reused)
+        write_atomic(staging / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
+        if final.exists():  # kept from before (a rollback): the same content, by digest
+            try:
+                verified_files(final / "files", read_manifest(final / MANIFEST_NAME))
+                write_atomic(final / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
+                return release
+            except EdgebuildError:
+                _replace_dir(final)
+        staging.rename(final)
+        return release
+    except (BlobError, OSError) as exc:
+        message = exc.message if isinstance(exc, BlobError) else str(exc)
+        raise Refused(message) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _local_files(root: Path) -> dict[str, Path]:
+    """sha256 hex -> a file of a kept release (a device re-downloads only what changed;
+    each is verified again while it is copied)."""
+    found: dict[str, Path] = {}
+    for folder in sorted((root / "releases").iterdir()):
+        if folder.name.startswith(".") or not (folder / MANIFEST_NAME).is_file():
+            continue
+        try:
+            manifest = read_manifest(folder / MANIFEST_NAME)
+            for entry in manifest.files:
+                found.setdefault(entry.sha256, confined(folder / "files", entry.name))
+        except EdgebuildError:
+            continue
+    return found
+
+
+def _activate(options: AgentOptions, state: AgentState,
+              release: Release) -> tuple[AgentState, Outcome]:
+    root = options.root
+    before = state.active
+    swap(root, release.folder)
+    ok, why = health_check(root.absolute() / CURRENT, release, options)
+    kept = [*[k for k in state.kept if k != release.folder], release.folder]
+    if not ok:
+        if before is not None:
+            swap(root, before.folder)
+            reason = f"{release.version} failed its health check ({why}); rolled back " \
+                     f"to {before.version}"
+        else:
+            (root / CURRENT).unlink(missing_ok=True)
+            reason = f"{release.version} failed its health check ({why}); nothing active"
+        state = state.with_event("rolled-back" if before else "unhealthy", reason,
+                                 release.version, release.sequence,
+                                 sequence=release.sequence, kept=kept)
+        return _prune(root, state, options.keep), Outcome(code=ExitCode.GATE_FAILED,
+                                                          message=reason)
+    reason = f"{release.version} activated (sequence {release.sequence}; {why}; " \
+             f"{release.downloaded_bytes} bytes downloaded, {release.reused_bytes} reused)"
+    state = state.with_event("activated", reason, release.version, release.sequence,
+                             active=release, previous=before, sequence=release.sequence,
+                             reason=reason, kept=kept)
+    return _prune(root, state, options.keep), Outcome(code=ExitCode.OK, message=reason)
+
+
+def swap(root: Path, folder: str) -> None:
+    """Point ROOT/current at releases/<folder>: a new symlink renamed over the old one
+    (rename(2) is atomic: a reader sees the old release or the new one)."""
+    link = root / f".{CURRENT}-{uuid.uuid4().hex[:8]}"
+    link.symlink_to(Path("releases") / folder)
+    link.replace(root / CURRENT)
+
+
+def health_check(current: Path, release: Release, options: AgentOptions) -> tuple[bool, str]:
+    """(healthy, what was checked): the model check (unless --no-model-check), then
+    --health-cmd; a check that cannot run here is skipped and says so."""
+    notes: list[str] = []
+    # The check imports the same edgebuild as this process, wherever it is installed.
+    package = str(Path(health.__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "EDGEBUILD_RELEASE": str(current),
+           "EDGEBUILD_RELEASE_VERSION": release.version,
+           "EDGEBUILD_MODEL": str(current / "files" / release.main)}
+    if options.model_check:
+        code, line = _run([sys.executable, "-m", "edgebuild.fleet.health", str(current)],
+                          current, env)
+        if code == health.SKIPPED:
+            notes.append(f"model check skipped: {line}")
+        elif code != health.HEALTHY:
+            return False, f"model check: {line}"
+        else:
+            notes.append(f"model check: {line}")
+    if options.health_cmd:
+        code, line = _run(shlex.split(options.health_cmd), current, env)
+        if code != 0:
+            return False, f"--health-cmd exited {code}" + (f": {line}" if line else "")
+        notes.append("--health-cmd passed")
+    return True, "; ".join(notes) or "no health check (--no-model-check, no --health-cmd)"
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=HEALTH_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, str(exc)[:300]
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return done.returncode, (lines[-1][:300] if lines else "")
+
+
+def _prune(root: Path, state: AgentState, keep: int) -> AgentState:
+    """Keep the newest `keep` release folders, and always the active and previous."""
+    pinned = {r.folder for r in (state.active, state.previous) if r is not None}
+    kept = list(state.kept)
+    while len(kept) > keep:
+        drop = next((k for k in kept if k not in pinned), None)
+        if drop is None:
+            break
+        kept.remove(drop)
+        _replace_dir(root / "releases" / drop)
+    return state.model_copy(update={"kept": kept})
+
+
+def _replace_dir(folder: Path) -> None:
+    """Remove a release folder: renamed aside first, so no half-deleted release keeps
+    its name."""
+    aside = folder.with_name(f".old-{uuid.uuid4().hex[:8]}")
+    folder.rename(aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One agent per root at a time (an advisory lock on ROOT/.lock)."""
+    import fcntl
+
+    with (root / ".lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EdgebuildError(f"another agent is working on {root}") from None
+        yield
