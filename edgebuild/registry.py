@@ -34,6 +34,7 @@ OPS: dict[str, str] = {
     "reference": "edgebuild.gates.reference:Reference",
     "infer": "edgebuild.gates.accuracy:Infer",
     "measure-latency": "edgebuild.gates.latency:MeasureLatency",
+    "measure-throughput": "edgebuild.gates.throughput:MeasureThroughput",
     "import-baseline": "edgebuild.gates.import_baseline:ImportBaseline",
     "compare-latency": "edgebuild.gates.compare_latency:CompareLatency",
     "compare-speed": "edgebuild.gates.compare_latency:CompareTargets",

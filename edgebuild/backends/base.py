@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -87,6 +87,13 @@ class Runner(ABC):
                          f"{type(self).__name__} cannot resize it to {shape}",
                          "keep the dimension dynamic in the artifact, or remove this size "
                          "from `shapes:`")
+
+    def concurrent(self, feeds: dict[str, np.ndarray], streams: int | None, seconds: float,
+                   warmup: float) -> dict[str, Any] | None:
+        """Throughput the runtime's own way (OpenVINO: async requests under its THROUGHPUT
+        hint), as gates/throughput.drive reports it; None: measure-throughput runs
+        `streams` runners of this backend, each in its own thread."""
+        return None
 
     def fed(self, feeds: dict[str, np.ndarray],
             constants: set[str]) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from edgebuild.measure.record import (
     LatencyRecord,
     PairFigures,
     RecordError,
+    Throughput,
     read_record,
 )
 from edgebuild.plan.planner import TargetStages
@@ -65,6 +66,8 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
             results.extend(_regression(target, gates.latency, stages, execution, policy))
     if gates.speedup is not None:
         results.extend(_speedup(target, gates.speedup, stages, execution, policy))
+    if gates.throughput is not None:
+        results.append(_throughput(target, gates, stages, execution, policy))
     if gates.size is not None:
         compiled = execution.runs.get(stages.compiled)
         if compiled is None or compiled.artifact is None:
@@ -78,6 +81,23 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
                 message=f"artifact is {size_mb:.2f} MB "
                         f"({'within' if ok else 'over'} the {gates.size.max_mb:g} MB limit)"))
     return results
+
+
+def _throughput(target: str, gates: Gates, stages: TargetStages, execution: ExecutionResult,
+                policy: Policy) -> GateResult:
+    from edgebuild.gates.throughput import judge_throughput
+
+    assert gates.throughput is not None
+    run = execution.runs.get(stages.throughput or "")
+    blocked = _blocked(target, "throughput", run, policy)
+    if blocked is not None:
+        return blocked
+    assert run and run.artifact
+    try:
+        record = read_record(Throughput, run.artifact.metadata, run.stage.id)
+    except RecordError as exc:
+        return _unreadable(target, "throughput", exc)
+    return judge_throughput(target, gates.throughput, record, policy)
 
 
 def _status(ok: bool) -> GateStatus:

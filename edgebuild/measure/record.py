@@ -68,10 +68,20 @@ class Memory(Record):
 
 
 class Throughput(Record):
-    """Inferences per second with `streams` concurrent requests (not measured yet)."""
+    """Inferences per second with `streams` requests in flight (gates/throughput.py):
+    measure-throughput's record, and the slot of a device tool's own figure."""
 
     streams: int = Field(ge=1)
     fps: float = Field(ge=0)
+    threads_per_stream: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=0)  # inferences completed while timed
+    window_s: float | None = Field(None, ge=0)  # how long they were timed (seconds)
+    p50: float | None = None  # one request's latency (ms) under that load
+    p90: float | None = None
+    how: StrictStr | None = None  # what ran concurrently: sessions, async requests
+    conditions: Conditions | None = None
+    where: StrictStr | None = None
+    untrusted: StrictStr | None = None  # why it must not be cached (core/artifact.py)
 
 
 class LatencyFigures(Record):

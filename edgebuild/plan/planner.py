@@ -67,6 +67,7 @@ class TargetStages:
     latency: str | None = None
     compare: str | None = None  # A/B latency against a baseline artifact
     speedup: str | None = None  # A/B latency against another target's build
+    throughput: str | None = None  # FPS with several requests in flight
     search: SearchStages | None = None
 
 
@@ -364,6 +365,10 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
             stages.compare = b.add("compare-latency", {},
                                    {"model": runs, "baseline": _baseline(b, name, baseline)},
                                    name, measures=True, **folded)
+    if gates.throughput is not None:
+        stages.throughput = b.add(
+            "measure-throughput", gates.throughput.model_dump(include={"streams", "seconds"}),
+            {"model": runs}, name, measures=True, **folded)
     return stages
 
 

@@ -154,6 +154,23 @@ class SpeedupGate(Strict):
         "paired ratio (docs/gates.md#speed-up), per shape profile.")
 
 
+class ThroughputGate(Strict):
+    """Inferences per second with several requests in flight (docs/gates.md#throughput)."""
+
+    min_fps: float = Field(gt=0, description="Least inferences per second, all streams "
+                           "together.")
+    streams: int | None = Field(
+        None, ge=1, le=64, description="Requests in flight. Default: the runtime's own "
+        "recommendation (OpenVINO's THROUGHPUT hint), else one runner per thread of "
+        "`measure.threads`, each with one thread.")
+    seconds: float = Field(3.0, gt=0, le=600, description="How long requests are timed, "
+                           "after 0.5 s of warm-up.")
+    on_noisy: OnNoisy = Field(
+        OnNoisy.UNDECIDED, description="A `min_fps` missed while other processes took more "
+        "than `measure.max_busy_share` of the CPU: `undecided` (others' load can explain "
+        "it) or `fail`. A pass under load stands: load only lowers the figure.")
+
+
 class SizeGate(Strict):
     """Size of the final artifact."""
 
@@ -179,6 +196,7 @@ class Gates(Strict):
         "each dataset is inferred once).")
     latency: LatencyGate | None = None
     speedup: SpeedupGate | None = None
+    throughput: ThroughputGate | None = None
     size: SizeGate | None = None
 
     @property
