@@ -163,7 +163,7 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
         metrics.update(decision_metrics(got, ref, options.threshold))
     if task == "ctc":
         found = ctc_metrics(got, ref, -1 if options.class_axis is None else options.class_axis,
-                            options.blank)
+                            options.blank, labels, options.trim)
         metrics.update(found.metrics)
         details.update(found.details)
         return Comparison(metrics, details)

@@ -30,6 +30,7 @@ class SequenceOptions:
     blank: int = 0
     threshold: float | None = None
     range_tolerance: float | None = 0.5
+    trim: tuple[int, ...] = ()  # ctc: classes cut from both ends before comparing labels
 
 
 def positions(values: np.ndarray, class_axis: int) -> np.ndarray:
@@ -81,8 +82,13 @@ def edit_distance(a: list[int], b: list[int]) -> int:
     return previous[-1]
 
 
-def ctc_metrics(got: np.ndarray, ref: np.ndarray, class_axis: int, blank: int) -> Comparison:
-    """Exact-match rate and character error rate of the build's decoded text vs FP32's."""
+def ctc_metrics(got: np.ndarray, ref: np.ndarray, class_axis: int, blank: int,
+                labels: np.ndarray | None = None, trim: tuple[int, ...] = ()) -> Comparison:
+    """Exact-match rate and character error rate of the build's decoded text vs FP32's;
+    with `labels` (class indices a sample, padded with -1) also vs the labels, the build's
+    and FP32's (so a drop is told from what FP32 already misreads), after cutting the
+    `trim` classes from both ends of each decoded sequence (a recognizer's padding
+    spaces, which an app strips)."""
     import numpy as np
 
     axis = class_axis if class_axis > 0 else got.ndim + class_axis
@@ -100,7 +106,54 @@ def ctc_metrics(got: np.ndarray, ref: np.ndarray, class_axis: int, blank: int) -
                "cer": 100.0 * sum(edits) / max(length, 1),
                "reference_characters": float(length)}
     shown = [{"sample": i, "fp32": theirs[i], "build": ours[i]} for i in differing[:5]]
-    return Comparison(metrics, {"differing_sequences": shown} if shown else {})
+    details: dict[str, Any] = {"differing_sequences": shown} if shown else {}
+    if labels is not None:
+        truth = label_sequences(labels, len(ours), got.shape[-1])
+        ours, theirs = _trimmed(ours, trim), _trimmed(theirs, trim)
+        for prefix, decoded in (("", ours), ("reference_", theirs)):
+            found = _against(decoded, truth)
+            metrics[f"{prefix}sequence_match_labels"] = found["match"]
+            metrics[f"{prefix}cer_labels"] = found["cer"]
+        misread = [{"sample": i, "label": truth[i], "build": ours[i]}
+                   for i in range(len(ours)) if ours[i] != truth[i]]
+        if misread:
+            details["misread_sequences"] = misread[:5]
+    return Comparison(metrics, details)
+
+
+def label_sequences(labels: np.ndarray, samples: int, classes: int) -> list[list[int]]:
+    """The labelled sequences: one row of class indices a sample, -1 after its end."""
+    import numpy as np
+
+    if labels.ndim != 2 or len(labels) != samples:
+        raise ValueError(f"CTC labels are one row of class indices a sample (padded with -1); "
+                         f"got shape {list(labels.shape)} for {samples} samples")
+    if not np.issubdtype(labels.dtype, np.integer) and not np.all(labels == np.round(labels)):
+        raise ValueError("CTC labels are class indices (integers)")
+    rows = [[int(c) for c in row if c >= 0] for row in labels]
+    bad = sorted({c for row in rows for c in row if c >= classes})
+    if bad:
+        raise ValueError(f"labels name classes {bad[:5]} the output does not have "
+                         f"({classes} classes)")
+    return rows
+
+
+def _trimmed(sequences: list[list[int]], trim: tuple[int, ...]) -> list[list[int]]:
+    out = []
+    for row in sequences:
+        start, end = 0, len(row)
+        while start < end and row[start] in trim:
+            start += 1
+        while end > start and row[end - 1] in trim:
+            end -= 1
+        out.append(row[start:end])
+    return out
+
+
+def _against(decoded: list[list[int]], truth: list[list[int]]) -> dict[str, float]:
+    edits = [edit_distance(d, t) for d, t in zip(decoded, truth, strict=True)]
+    return {"match": 100.0 * sum(e == 0 for e in edits) / max(len(edits), 1),
+            "cer": 100.0 * sum(edits) / max(sum(len(t) for t in truth), 1)}
 
 
 def decision_metrics(got: np.ndarray, ref: np.ndarray, threshold: float) -> dict[str, float]:

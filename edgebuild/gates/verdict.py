@@ -33,6 +33,8 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "min_decision_agreement": ("decision_agreement", ">="),
     "min_sequence_match": ("sequence_match", ">="),
     "max_cer": ("cer", "<="),
+    "min_sequence_match_labels": ("sequence_match_labels", ">="),
+    "max_cer_labels": ("cer_labels", "<="),
 }
 
 # The metrics a gate's one-line message names, by what the output holds.
@@ -40,7 +42,7 @@ SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosi
                             "decision_agreement"),
          "regression": ("cosine", "relative_error", "max_abs_error", "decision_agreement"),
          "dense": ("psnr", "relative_error", "max_abs_error", "decision_agreement"),
-         "ctc": ("sequence_match", "cer", "cosine"),
+         "ctc": ("sequence_match", "cer", "cosine", "cer_labels", "reference_cer_labels"),
          "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
                        "map50_labels", "reference_map50_labels")}
 
@@ -103,7 +105,7 @@ def _compare(candidate: Path, reference: Path, gate: AccuracyGate,
                        channel_axis=gate.channel_axis, margin=gate.margin,
                        scaled_limits=scaled, rows=rows,
                        sequence=SequenceOptions(gate.class_axis, gate.blank, gate.threshold,
-                                                gate.range_tolerance))
+                                                gate.range_tolerance, tuple(gate.trim)))
     from edgebuild.gates.detection import (
         detection_metrics,
         load_detections,

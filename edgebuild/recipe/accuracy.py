@@ -34,7 +34,8 @@ CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement",
                 "min_decided_agreement")
 VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr",
                 "min_decision_agreement")
-SEQUENCE_LIMITS = ("min_sequence_match", "max_cer")
+SEQUENCE_LIMITS = ("min_sequence_match", "max_cer", "min_sequence_match_labels",
+                   "max_cer_labels")
 # The limits relative to the output's own scale: a small-range part of a mixed-range
 # output (a detector head's scores beside its box pixels) hides inside them.
 SCALED_LIMITS = ("min_cosine", "max_relative_error", "min_psnr")
@@ -46,7 +47,7 @@ DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshol
                   "score_tolerance", "labels_iou_threshold")
 # Keys that say what is compared (and how), not a limit.
 SELECTION_KEYS = ("dataset", "output", "task", "slice", "channel_axis", "margin",
-                  "class_axis", "blank", "threshold", "range_tolerance")
+                  "class_axis", "blank", "threshold", "range_tolerance", "trim")
 
 
 class OutputSlice(Strict):
@@ -110,6 +111,10 @@ class AccuracyGate(Strict):
         "per position. Ctc: default -1. Required when a sample has more than one axis "
         "(docs/gates.md#sequence-outputs).")
     blank: int = Field(0, ge=0, description="Ctc: the index of the blank class.")
+    trim: list[int] = Field(
+        default_factory=list, description="Ctc, with labels: classes cut from both ends of "
+        "each decoded sequence before it is compared with its label (a recognizer's "
+        "padding spaces, which an app strips).")
     threshold: float | None = Field(
         None, description="With min_decision_agreement: the decision is value > threshold "
         "(e.g. 0.5 for a speech probability).")
@@ -157,6 +162,12 @@ class AccuracyGate(Strict):
     max_cer: float | None = Field(
         None, ge=0, description="Ctc: character error rate of the decoded sequences vs "
         "FP32's (edit distance / FP32's length), percent.")
+    min_sequence_match_labels: float | None = Field(
+        None, ge=0, le=100, description="Ctc, a dataset with labels (class indices a sample, "
+        "padded with -1): samples whose decoded sequence equals the label, percent.")
+    max_cer_labels: float | None = Field(
+        None, ge=0, description="Ctc, a dataset with labels: character error rate of the "
+        "decoded sequences vs the labels, percent.")
     boxes: str | None = Field(None, description="Detection: the output of boxes "
                               "`[1, D, 4]` (x1, y1, x2, y2; rows of score 0 are padding).")
     scores: str | None = Field(None, description="Detection: the output of scores `[1, D]`.")
@@ -191,7 +202,8 @@ class AccuracyGate(Strict):
     _check_percent = field_validator(
         "min_top1", "min_top5", "min_top1_agreement", "min_decided_agreement",
         "min_box_agreement", "min_map50", "min_score_agreement", "min_map50_labels",
-        "min_decision_agreement", "min_sequence_match", mode="after"
+        "min_decision_agreement", "min_sequence_match", "min_sequence_match_labels",
+        mode="after"
     )(_percent)
 
     @model_validator(mode="after")
@@ -224,6 +236,8 @@ class AccuracyGate(Strict):
             raise ValueError(f"{', '.join(wrong)} compare decoded sequences: add `task: ctc`")
         if "blank" in self.model_fields_set and not ctc:
             raise ValueError("`blank:` is the CTC blank class: add `task: ctc`")
+        if self.trim and not ctc:
+            raise ValueError("`trim:` cuts classes off decoded sequences: add `task: ctc`")
         if self.class_axis is not None and self.task not in (AccuracyTask.CLASSIFICATION,
                                                              AccuracyTask.CTC):
             raise ValueError(f"class_axis is for class scores; a {self.task.value} output "

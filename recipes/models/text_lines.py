@@ -50,9 +50,37 @@ def render(text: str, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(line)
 
 
-def lines(count: int = len(PHRASES), seed: int = 0) -> dict[str, Any]:
-    """{x: N×3×48×320 float32 in −1..1}: PaddleOCR's `(pixel / 255 − 0.5) / 0.5`."""
+def lines(count: int = len(PHRASES), seed: int = 0) -> tuple[dict[str, Any], np.ndarray]:
+    """({x: N×3×48×320 float32 in −1..1}, labels): PaddleOCR's `(pixel / 255 − 0.5) / 0.5`;
+    each line's text as the recognizer's class indices, padded with −1 (a CTC gate's
+    `max_cer_labels`)."""
     rng = np.random.default_rng(seed)
-    images = np.stack([render(PHRASES[i % len(PHRASES)], rng) for i in range(count)])
+    texts = [PHRASES[i % len(PHRASES)] for i in range(count)]
+    images = np.stack([render(text, rng) for text in texts])
     x = (images.astype(np.float32) / 255.0 - 0.5) / 0.5
-    return {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))}
+    return {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))}, encode(texts)
+
+
+def classes() -> list[str]:
+    """The recognizer's classes, as its ONNX file's metadata lists them: the blank, the
+    6,623 characters of `character`, then the space (PaddleOCR's `use_space_char`)."""
+    import importlib.util
+    from pathlib import Path
+
+    import onnx
+
+    spec = importlib.util.find_spec("rapidocr_onnxruntime")
+    assert spec is not None and spec.origin is not None, "rapidocr-onnxruntime is missing"
+    model = onnx.load(str(Path(spec.origin).parent / "models" / "ch_PP-OCRv4_rec_infer.onnx"),
+                      load_external_data=False)
+    (listed,) = [p.value for p in model.metadata_props if p.key == "character"]
+    return ["<blank>", *listed.split("\n"), " "]
+
+
+def encode(texts: list[str]) -> np.ndarray:
+    """Each text as class indices, one row a text, padded with −1."""
+    index = {c: i for i, c in enumerate(classes()) if i}
+    rows = np.full((len(texts), max(map(len, texts))), -1, dtype=np.int64)
+    for row, text in enumerate(texts):
+        rows[row, :len(text)] = [index[c] for c in text]
+    return rows
