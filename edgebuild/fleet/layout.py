@@ -85,7 +85,23 @@ class Store(Protocol):
                   partial: Path | None = None) -> int: ...
 
 
-class Layout:
+class Records:
+    """A store's manifests and indexes, parsed from blobs `read_blob` verified."""
+
+    def read_blob(self, descriptor: Descriptor) -> bytes:
+        raise NotImplementedError
+
+    def manifest(self, descriptor: Descriptor) -> ImageManifest:
+        return parse_record(ImageManifest, self.read_blob(descriptor), descriptor.digest)
+
+    def image_index(self, descriptor: Descriptor) -> ImageIndex:
+        if descriptor.media_type != INDEX:
+            raise EdgebuildError(f"{descriptor.digest} is a {descriptor.media_type}, not an "
+                                 "image index (a release)")
+        return parse_record(ImageIndex, self.read_blob(descriptor), descriptor.digest)
+
+
+class Layout(Records):
     """One OCI image layout folder: write blobs and tags, read them back verified."""
 
     def __init__(self, root: Path) -> None:
@@ -189,15 +205,6 @@ class Layout:
                             "digest and size (tampered or truncated)",
                             "re-publish, or mirror the layout again from a good copy")
         return data
-
-    def manifest(self, descriptor: Descriptor) -> ImageManifest:
-        return parse_record(ImageManifest, self.read_blob(descriptor), descriptor.digest)
-
-    def image_index(self, descriptor: Descriptor) -> ImageIndex:
-        if descriptor.media_type != INDEX:
-            raise EdgebuildError(f"{descriptor.digest} is a {descriptor.media_type}, not an "
-                                 "image index (a release)")
-        return parse_record(ImageIndex, self.read_blob(descriptor), descriptor.digest)
 
     def copy_blob(self, descriptor: Descriptor, target: Path,
                   partial: Path | None = None) -> int:

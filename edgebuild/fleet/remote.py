@@ -32,9 +32,9 @@ from edgebuild.errors import EdgebuildError
 from edgebuild.fleet.layout import (
     BlobError,
     Layout,
+    Records,
     Store,
     copy_verified,
-    parse_record,
     parse_ref,
 )
 from edgebuild.fleet.records import (
@@ -63,7 +63,7 @@ def open_store(text: str, with_tag: bool) -> tuple[Store, str | None]:
     return Layout(folder), tag
 
 
-class Registry:
+class Registry(Records):
     """One repository of an OCI distribution registry."""
 
     def __init__(self, base: str, repository: str) -> None:
@@ -202,15 +202,6 @@ class Registry:
                             "and size (tampered or truncated)")
         self._fetched[descriptor.digest] = data
         return data
-
-    def manifest(self, descriptor: Descriptor) -> ImageManifest:
-        return parse_record(ImageManifest, self.read_blob(descriptor), descriptor.digest)
-
-    def image_index(self, descriptor: Descriptor) -> ImageIndex:
-        if descriptor.media_type != INDEX:
-            raise EdgebuildError(f"{descriptor.digest} is a {descriptor.media_type}, not an "
-                                 "image index (a release)")
-        return parse_record(ImageIndex, self.read_blob(descriptor), descriptor.digest)
 
     def copy_blob(self, descriptor: Descriptor, target: Path,
                   partial: Path | None = None) -> int:
