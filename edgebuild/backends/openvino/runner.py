@@ -32,6 +32,7 @@ class OpenVinoRunner(Runner):
         self.device = device
         self.config = config
         self._request: Any = None
+        self._compiled: Any = None
         self.precision = ""  # what the plugin runs, as ir.precision_label says it
         self._inputs: TensorMeta = {}
         self._outputs: list[tuple[Any, str]] = []
@@ -79,6 +80,7 @@ class OpenVinoRunner(Runner):
         self.precision = str(facts["label"])
         self.fallback = (f"precision {self.precision}"
                          if not facts["honoured"] or requested == "default" else None)
+        self._compiled = compiled
         self._request = compiled.create_infer_request()
         self._inputs = {
             port.get_any_name(): (
@@ -108,6 +110,23 @@ class OpenVinoRunner(Runner):
         result = self._request.infer(feeds, share_inputs=self._share_inputs)
         return {name: result[port] for port, name in self._outputs}
 
+    def profiled(self, feeds: dict[str, np.ndarray], runs: int) -> tuple[list[float], Any, Any]:
+        """`runs` inferences on a fresh request (a request's performance counters are the
+        mean over all its own runs, so the warm-up stays on the first one): the wall ms of
+        each, the request's `profiling_info` and the compiled model's runtime model.
+        Needs PERF_COUNT in the runner's config (backends/openvino/profile.py)."""
+        import time
+
+        self._require_active()
+        request = self._compiled.create_infer_request()
+        walls = []
+        for _ in range(runs):
+            start = time.perf_counter_ns()
+            request.infer(feeds, share_inputs=self._share_inputs)
+            walls.append((time.perf_counter_ns() - start) / 1e6)
+        return walls, request.profiling_info, self._compiled.get_runtime_model()
+
     def _deactivate(self) -> None:
         self._request = None
+        self._compiled = None
         self._outputs = []

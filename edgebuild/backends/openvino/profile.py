@@ -1,0 +1,64 @@
+"""OpenVINO's performance counters as an OpProfile (measure/record.py).
+
+The IR is compiled again with `PERF_COUNT: True`, warmed up on one request and profiled
+on a fresh one (`runner.profiled`): a request's `profiling_info` is the mean per run of
+every run it made, per layer of the compiled (runtime) graph, with the kernel that ran it
+(`exec_type`: `brgconv_avx2_f32`, `jit_avx2_I8`, …). Layers the plugin fused into another
+are NOT_RUN and left out; the runtime model's `originalLayersNames` says which IR layers
+each executed one runs (`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the
+parts of one ONNX node `<node>/<part>`, so the ONNX node names are those before the first
+`/`; a layer running more than one of them is a fused group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.measure.record import OpProfile, OpRow
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgebuild.backends.openvino.runner import OpenVinoRunner
+
+WARMUP = 3
+
+
+def op_profile(runner: OpenVinoRunner, feeds: dict[str, np.ndarray],
+               shapes: dict[str, list[int]], runs: int) -> OpProfile:
+    with runner:
+        runner.reshape(shapes)
+        for _ in range(WARMUP):
+            runner.infer(feeds)
+        walls, info, runtime = runner.profiled(feeds, runs)
+    profile = from_counters(info, _originals(runtime), runs)
+    profile.wall_ms = sum(walls) / len(walls)
+    return profile
+
+
+def _originals(runtime: Any) -> dict[str, list[str]]:
+    """Runtime layer -> the IR layers it runs (rt_info `originalLayersNames`)."""
+    found = {}
+    for op in runtime.get_ordered_ops():
+        info = op.get_rt_info()
+        if "originalLayersNames" in info:
+            names = str(info["originalLayersNames"].astype(str))
+            found[op.get_friendly_name()] = [n for n in names.split(",") if n]
+    return found
+
+
+def from_counters(info: list[Any], originals: dict[str, list[str]], runs: int) -> OpProfile:
+    """Rows from `profiling_info` entries (node_name, node_type, exec_type, status,
+    real_time), slowest first."""
+    executed = [(str(p.node_name), str(p.node_type), str(p.exec_type),
+                 p.real_time.total_seconds() * 1000) for p in info
+                if str(p.status).endswith("EXECUTED") and not str(p.status).endswith("NOT_RUN")]
+    total = sum(ms for *_, ms in executed)
+    rows = []
+    for node, op_type, exec_type, ms in sorted(executed, key=lambda row: -row[3]):
+        layers = originals.get(node)
+        onnx = list(dict.fromkeys(name.split("/", 1)[0] for name in layers)) if layers else None
+        rows.append(OpRow(node=node, op_type=op_type, exec=exec_type, ms=ms,
+                          share=ms / total if total else 0.0, onnx_nodes=onnx,
+                          fused=bool(onnx and len(onnx) > 1)))
+    return OpProfile(source="openvino PERF_COUNT", runs=runs, rows=rows, ops_ms=total)
