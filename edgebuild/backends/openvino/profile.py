@@ -1,9 +1,12 @@
 """OpenVINO's performance counters as an OpProfile (measure/record.py).
 
-The IR is compiled again with `PERF_COUNT: True`, warmed up on one request and profiled
-on a fresh one (`runner.profiled`): a request's `profiling_info` is the mean per run of
-every run it made, per layer of the compiled (runtime) graph, with the kernel that ran it
-(`exec_type`: `brgconv_avx2_f32`, `jit_avx2_I8`, …). Layers the plugin fused into another
+The IR is compiled again with `PERF_COUNT: True` (`runner.profiled`). `profiling_info`
+is, per layer of the compiled (runtime) graph, the mean per run over every run the
+compiled model made from any request (seen in OpenVINO 2026.4: a second request's first
+counters average in the first one's runs), with the kernel that ran it (`exec_type`:
+`brgconv_avx2_f32`, `jit_avx2_I8`, …). The first runs allocate, so the counters are read
+after WARMUP runs and after the profiled ones, and the profiled runs' own mean is
+(mean after × all runs − mean after the warm-up × WARMUP) / runs. Layers the plugin fused into another
 are NOT_RUN and left out; the runtime model's `originalLayersNames` says which IR layers
 each executed one runs (`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the
 parts of one ONNX node `<node>/<part>`, so the ONNX node names are those before the first
@@ -28,10 +31,8 @@ def op_profile(runner: OpenVinoRunner, feeds: dict[str, np.ndarray],
                shapes: dict[str, list[int]], runs: int) -> OpProfile:
     with runner:
         runner.reshape(shapes)
-        for _ in range(WARMUP):
-            runner.infer(feeds)
-        walls, info, runtime = runner.profiled(feeds, runs)
-    profile = from_counters(info, _originals(runtime), runs)
+        walls, before, after, runtime = runner.profiled(feeds, runs, WARMUP)
+    profile = from_counters(before, after, WARMUP, _originals(runtime), runs)
     profile.wall_ms = sum(walls) / len(walls)
     return profile
 
@@ -47,12 +48,19 @@ def _originals(runtime: Any) -> dict[str, list[str]]:
     return found
 
 
-def from_counters(info: list[Any], originals: dict[str, list[str]], runs: int) -> OpProfile:
+def from_counters(before: list[Any], after: list[Any], warmup: int,
+                  originals: dict[str, list[str]], runs: int) -> OpProfile:
     """Rows from `profiling_info` entries (node_name, node_type, exec_type, status,
-    real_time), slowest first."""
-    executed = [(str(p.node_name), str(p.node_type), str(p.exec_type),
-                 p.real_time.total_seconds() * 1000) for p in info
-                if str(p.status).endswith("EXECUTED") and not str(p.status).endswith("NOT_RUN")]
+    real_time) read after `warmup` runs and after `warmup + runs`, slowest first."""
+    earlier = {str(p.node_name): p.real_time.total_seconds() * 1000 for p in before}
+    executed = []
+    for p in after:
+        if not str(p.status).endswith("EXECUTED") or str(p.status).endswith("NOT_RUN"):
+            continue
+        name = str(p.node_name)
+        mean = p.real_time.total_seconds() * 1000
+        ms = max(0.0, (mean * (warmup + runs) - earlier.get(name, 0.0) * warmup) / runs)
+        executed.append((name, str(p.node_type), str(p.exec_type), ms))
     total = sum(ms for *_, ms in executed)
     rows = []
     for node, op_type, exec_type, ms in sorted(executed, key=lambda row: -row[3]):

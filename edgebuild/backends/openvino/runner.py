@@ -110,21 +110,26 @@ class OpenVinoRunner(Runner):
         result = self._request.infer(feeds, share_inputs=self._share_inputs)
         return {name: result[port] for port, name in self._outputs}
 
-    def profiled(self, feeds: dict[str, np.ndarray], runs: int) -> tuple[list[float], Any, Any]:
-        """`runs` inferences on a fresh request (a request's performance counters are the
-        mean over all its own runs, so the warm-up stays on the first one): the wall ms of
-        each, the request's `profiling_info` and the compiled model's runtime model.
-        Needs PERF_COUNT in the runner's config (backends/openvino/profile.py)."""
+    def profiled(self, feeds: dict[str, np.ndarray], runs: int,
+                 warmup: int) -> tuple[list[float], list[Any], list[Any], Any]:
+        """`warmup` then `runs` inferences, the first on this compiled model: the wall ms
+        of each profiled run, `profiling_info` after the warm-up and after all runs (the
+        counters are the mean per run over every run of the compiled model, from any of
+        its requests, its first included: backends/openvino/profile.py takes the
+        difference), and the runtime model. Needs PERF_COUNT in the runner's config."""
         import time
 
         self._require_active()
-        request = self._compiled.create_infer_request()
+        request = self._request
+        for _ in range(warmup):
+            request.infer(feeds, share_inputs=self._share_inputs)
+        before = list(request.profiling_info)
         walls = []
         for _ in range(runs):
             start = time.perf_counter_ns()
             request.infer(feeds, share_inputs=self._share_inputs)
             walls.append((time.perf_counter_ns() - start) / 1e6)
-        return walls, request.profiling_info, self._compiled.get_runtime_model()
+        return walls, before, list(request.profiling_info), self._compiled.get_runtime_model()
 
     def _deactivate(self) -> None:
         self._request = None
