@@ -63,7 +63,7 @@ def measure_memory(artifact: Artifact, target: Target, threads: int | None,
                       "process does not load their kernels)")
     with tempfile.TemporaryDirectory(prefix="edgebuild-memory-") as scratch:
         folder = Path(scratch)
-        np.savez(folder / "feeds.npz", **feeds)
+        np.savez(folder / "feeds.npz", **feeds)  # type: ignore[arg-type]
         spec = {"artifact": artifact.to_json(), "target": target.model_dump(mode="json"),
                 "threads": threads, "shapes": shapes, "feeds": str(folder / "feeds.npz")}
         (folder / "spec.json").write_text(json.dumps(spec))

@@ -57,7 +57,7 @@ def op_profile(backend: Backend, artifact: Artifact, target: Target, threads: in
     does not fail the latency it follows: the record says what it raised."""
     try:
         found = backend.op_profile(artifact, target, threads, feeds, shapes, runs)
-    except Exception as exc:  # noqa: BLE001 - a vendor profiler's failure, reported
+    except Exception as exc:  # a vendor profiler's failure, reported in the record
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return OpProfile(unmeasurable=f"not measured: the {backend.name} profiler failed: "
                          f"{first[:300]}")

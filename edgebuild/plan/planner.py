@@ -360,7 +360,8 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     if gates.latency is not None or gates.memory is not None or always_latency \
             or info.measure.profile:
         # A memory gate asks measure-latency for the memory (gates/profiling.py); without
-        # one its params stay {} and its key what it was.
+        # one its params stay {} and its key what it was. `measure.profile` is read from
+        # the target's settings (in the key with the rest of the profile).
         params = {"memory": True} if gates.memory is not None else {}
         stages.latency = b.add("measure-latency", params, {"model": runs}, name,
                                measures=True, **folded)

@@ -327,7 +327,6 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
                   loaded: LoadedRecipe) -> tuple[list[GateResult], TargetStages, SearchReport]:
     """A search target's gates: the chosen candidate's, as the target's, plus `search`."""
     from edgebuild.gates.evaluate import evaluate_target
-    from edgebuild.gates.profiling import recorded
     from edgebuild.gates.result import GateResult, GateStatus
     from edgebuild.report.search import search_report
     from edgebuild.run.search import CandidateState

@@ -6,9 +6,10 @@ compiled model made from any request (seen in OpenVINO 2026.4: a second request'
 counters average in the first one's runs), with the kernel that ran it (`exec_type`:
 `brgconv_avx2_f32`, `jit_avx2_I8`, …). The first runs allocate, so the counters are read
 after WARMUP runs and after the profiled ones, and the profiled runs' own mean is
-(mean after × all runs − mean after the warm-up × WARMUP) / runs. Layers the plugin fused into another
-are NOT_RUN and left out; the runtime model's `originalLayersNames` says which IR layers
-each executed one runs (`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the
+(mean after × all runs − mean after the warm-up × WARMUP) / runs.
+
+Layers the plugin fused into another are NOT_RUN and left out; the runtime model's
+`originalLayersNames` says which IR layers each executed one runs (`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the
 parts of one ONNX node `<node>/<part>`, so the ONNX node names are those before the first
 `/`; a layer running more than one of them is a fused group.
 """
