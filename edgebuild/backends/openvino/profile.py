@@ -9,9 +9,10 @@ after WARMUP runs and after the profiled ones, and the profiled runs' own mean i
 (mean after × all runs − mean after the warm-up × WARMUP) / runs.
 
 Layers the plugin fused into another are NOT_RUN and left out; the runtime model's
-`originalLayersNames` says which IR layers each executed one runs (`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the
-parts of one ONNX node `<node>/<part>`, so the ONNX node names are those before the first
-`/`; a layer running more than one of them is a fused group.
+`originalLayersNames` says which IR layers each executed one runs
+(`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the parts of one ONNX node
+`<node>/<part>`, so the ONNX node names are those before the first `/`; a layer running
+more than one of them is a fused group.
 """
 
 from __future__ import annotations
