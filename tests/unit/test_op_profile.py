@@ -191,3 +191,17 @@ def test_the_record_keeps_trtexec_layers_and_reads_a_profile() -> None:
     assert profile == target.op_profile and memory == target.memory
     layers = recorded({"p50": 1.0, "profile": [{"count": 3}, {"name": "l", "averageMs": 1}]})
     assert layers == (None, None)  # trtexec's list: kept in the record, not an OpProfile
+
+
+def test_names_go_back_to_the_exported_onnx_nodes() -> None:
+    from edgebuild.backends.openvino.profile import onnx_name
+
+    assert onnx_name("/_blocks.2/_depthwise_conv/Conv_output_0/WithoutBiases") == \
+        "/_blocks.2/_depthwise_conv/Conv"
+    assert onnx_name("conv0/WithoutBiases") == "conv0" and onnx_name("relu0") == "relu0"
+    # ORT's NCHWc node is named after the tensor it writes; PyTorch named that tensor
+    # after its node, the last of the fused group.
+    graph = [("/b/Clip_output_0_nchwc", "Conv+Clip", ["x"], ["t"])]
+    profile = from_trace([_node("/b/Clip_output_0_nchwc", "Conv", 10, 5), _run(5, 20)], 1,
+                         graph)
+    assert profile.rows[0].onnx_nodes == ["/b/Clip"] and profile.rows[0].fused

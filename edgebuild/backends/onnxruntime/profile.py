@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 WARMUP = 3  # runs before the profiled ones: the first run allocates and plans
 _SUFFIXES = ("_nchwc",)  # ORT's names for nodes it makes from a tensor's name
 _CHAIN = 4  # at most this many nodes are walked back from a produced tensor
+_OUTPUT = "_output_0"  # PyTorch's exporter: the first output of node N is `N_output_0`
 
 
 def op_profile(model: Path, options: OrtOptions, threads: int | None,
@@ -112,11 +113,18 @@ def from_trace(events: list[dict[str, Any]], runs: int,
 
 def _onnx_nodes(node: str, op_type: str, graph: list[tuple[str, str, list[str], list[str]]]
                 ) -> tuple[list[str] | None, bool]:
-    """The artifact's nodes a runtime node runs, and whether it is a fused group."""
+    """The nodes a runtime node runs, and whether it is a fused group: a node of the built
+    artifact by its name (ORT saved its fusions in it: `Conv+Relu` is a fused group); a
+    node ORT named after the tensor it writes (`<tensor>_nchwc`) by the node that wrote
+    that tensor in the model ORT was given, when the tensor's name says it (PyTorch's
+    exporter names a node's output `<node>_output_0`), else by the artifact's graph."""
     by_name = {name: kind for name, kind, _, _ in graph}
-    if node in by_name:  # a node of the built artifact (ORT saved its fusions in it)
-        return [node], by_name[node] != op_type
     stem = next((node[: -len(s)] for s in _SUFFIXES if node.endswith(s)), None)
+    if node in by_name:
+        fused = by_name[node] != op_type
+        if stem is not None and stem.endswith(_OUTPUT):
+            return [stem[: -len(_OUTPUT)]], True  # the group ends at that node
+        return [node], fused
     producer = {out: (name, kind, inputs) for name, kind, inputs, outs in graph for out in outs}
     if stem is None or stem not in producer:
         return None, False

@@ -10,9 +10,10 @@ after WARMUP runs and after the profiled ones, and the profiled runs' own mean i
 
 Layers the plugin fused into another are NOT_RUN and left out; the runtime model's
 `originalLayersNames` says which IR layers each executed one runs
-(`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names the parts of one ONNX node
-`<node>/<part>`, so the ONNX node names are those before the first `/`; a layer running
-more than one of them is a fused group.
+(`conv0/WithoutBiases,relu0`). OpenVINO's ONNX frontend names a Conv's convolution
+`<node>/WithoutBiases` (its bias Add keeps `<node>`), and some layers after their output
+tensor, which PyTorch's exporter names `<node>_output_0`: both are cut back to the ONNX
+node's name. A layer running more than one ONNX node is a fused group.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def _originals(runtime: Any) -> dict[str, list[str]]:
     return found
 
 
+_PARTS = ("/WithoutBiases",)  # what the ONNX frontend appends to a node's name
+_OUTPUT = "_output_0"
+
+
+def onnx_name(layer: str) -> str:
+    """The ONNX node an IR layer came from, by the frontend's and exporter's naming."""
+    for part in _PARTS:
+        layer = layer.removesuffix(part)
+    return layer.removesuffix(_OUTPUT)
+
+
 def from_counters(before: list[Any], after: list[Any], warmup: int,
                   originals: dict[str, list[str]], runs: int) -> OpProfile:
     """Rows from `profiling_info` entries (node_name, node_type, exec_type, status,
@@ -67,7 +79,7 @@ def from_counters(before: list[Any], after: list[Any], warmup: int,
     rows = []
     for node, op_type, exec_type, ms in sorted(executed, key=lambda row: -row[3]):
         layers = originals.get(node)
-        onnx = list(dict.fromkeys(name.split("/", 1)[0] for name in layers)) if layers else None
+        onnx = list(dict.fromkeys(onnx_name(name) for name in layers)) if layers else None
         rows.append(OpRow(node=node, op_type=op_type, exec=exec_type, ms=ms,
                           share=ms / total if total else 0.0, onnx_nodes=onnx,
                           fused=bool(onnx and len(onnx) > 1)))
