@@ -123,7 +123,7 @@ def _onnx_nodes(node: str, op_type: str, graph: list[tuple[str, str, list[str], 
     if node in by_name:
         fused = by_name[node] != op_type
         if stem is not None and stem.endswith(_OUTPUT):
-            return [stem[: -len(_OUTPUT)]], True  # the group ends at that node
+            return [stem[: -len(_OUTPUT)]], fused  # a fused group ends at that node
         return [node], fused
     producer = {out: (name, kind, inputs) for name, kind, inputs, outs in graph for out in outs}
     if stem is None or stem not in producer:
