@@ -205,3 +205,18 @@ def test_names_go_back_to_the_exported_onnx_nodes() -> None:
     profile = from_trace([_node("/b/Clip_output_0_nchwc", "Conv", 10, 5), _run(5, 20)], 1,
                          graph)
     assert profile.rows[0].onnx_nodes == ["/b/Clip"] and profile.rows[0].fused
+
+
+@pytest.mark.parametrize("profile", ["snapdragon", "iphone", "jetson-orin-nano", "android"])
+def test_memory_of_a_device_runtime_is_not_measurable_here(profile: str) -> None:
+    """Only a runtime that runs in this process is measured: a phone's, a Jetson's or an
+    emulator's memory is not read on this host, and says so."""
+    from edgebuild.core.target import Target
+    from edgebuild.gates.footprint import measure_memory
+    from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
+
+    target = Target(name="t", profile=load_profiles([BUILTIN_TARGETS])[profile].profile)
+    artifact = Artifact("k" * 64, "x", Path(), {}, {}, {})
+    memory = measure_memory(artifact, target, None, {}, {})
+    assert memory.peak_mb is None
+    assert memory.unmeasurable is not None and "not measurable here" in memory.unmeasurable
