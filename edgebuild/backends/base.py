@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
-    from edgebuild.measure.record import LatencyRecord
+    from edgebuild.measure.record import LatencyRecord, OpProfile
     from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
@@ -186,6 +186,11 @@ class Backend(ABC):
     # Builds a model whose graph ends in NMS (`model.prepost.detection`) faithfully; a
     # backend that would freeze or drop it says so at validation instead.
     converts_nms: ClassVar[bool] = True
+    # Its runner runs the runtime in this process (no device tool): gates/footprint.py
+    # reads the runtime's peak resident memory in a fresh process here. False: a memory
+    # gate is "not measurable here" (an emulator's or a stand-in's memory is not the
+    # device's).
+    measures_memory: ClassVar[bool] = False
 
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
@@ -263,4 +268,13 @@ class Backend(ABC):
         `runner().infer` in this process with the latency protocol. What the tool printed
         is read into the record (measure/record.py: read_record), so a tool output that
         does not fit is a clear stage error."""
+        return None
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """A per-operator profile of `runs` inferences of `feeds` (after a warm-up), in a
+        session of its own made for it (profiling perturbs timing: the latency stage calls
+        this after its timed runs, only when the target asks for `measure.profile`);
+        None when this backend has no profiler here (the record says so)."""
         return None

@@ -40,6 +40,11 @@ class MeasureSettings(Strict):
         "use while a latency is timed; beyond it the figure times them, so it is measured "
         "once more and then reported as not measurable (never cached as a clean figure). "
         "null: never judge.")
+    profile: bool = Field(
+        False, description="After the timed runs, take a per-operator profile in a run of "
+        "its own (ONNX Runtime's profiler, OpenVINO's performance counters) and the "
+        "runtime's peak memory in a fresh process; the report shows both "
+        "(docs/profiles.md). Off: neither runs, and timing is unchanged.")
 
     @model_validator(mode="after")
     def _consistent(self) -> MeasureSettings:

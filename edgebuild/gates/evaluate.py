@@ -31,6 +31,7 @@ from edgebuild.recipe.models import (
     AccuracyGate,
     Gates,
     LatencyGate,
+    MemoryGate,
     OnNoisy,
     Policy,
     SpeedupGate,
@@ -80,6 +81,8 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
                 measured={"mb": round(size_mb, 3)}, limits={"max_mb": gates.size.max_mb},
                 message=f"artifact is {size_mb:.2f} MB "
                         f"({'within' if ok else 'over'} the {gates.size.max_mb:g} MB limit)"))
+    if gates.memory is not None:
+        results.append(_memory(target, gates.memory, stages, execution, policy))
     return results
 
 
@@ -98,6 +101,38 @@ def _throughput(target: str, gates: Gates, stages: TargetStages, execution: Exec
     except RecordError as exc:
         return _unreadable(target, "throughput", exc)
     return judge_throughput(target, gates.throughput, record, policy)
+
+
+def _memory(target: str, gate: MemoryGate, stages: TargetStages, execution: ExecutionResult,
+            policy: Policy) -> GateResult:
+    """Judged like the size gate, from the peak memory measure-latency recorded; a backend
+    or host that cannot measure it is unmeasurable (the policy decides), never a pass."""
+    run = execution.runs.get(stages.latency or "")
+    blocked = _blocked(target, "memory", run, policy)
+    if blocked is not None:
+        return blocked
+    assert run and run.artifact
+    try:
+        memory = read_record(LatencyRecord, run.artifact.metadata, run.stage.id).memory
+    except RecordError as exc:
+        return _unreadable(target, "memory", exc)
+    limits = {"max_mb": gate.max_mb}
+    if memory is None or memory.peak_mb is None:
+        why = (memory.unmeasurable if memory is not None and memory.unmeasurable else
+               "not measurable here: the measurement recorded no peak memory")
+        return GateResult(
+            target=target, gate="memory", status=GateStatus.UNMEASURABLE,
+            counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL, limits=limits,
+            message=f"{why} (policy.unmeasurable: {policy.unmeasurable.value})")
+    ok = memory.peak_mb <= gate.max_mb
+    return GateResult(
+        target=target, gate="memory", status=_status(ok), counts_as_failure=not ok,
+        measured={"peak_mb": memory.peak_mb}, limits=limits,
+        details={"memory": memory.to_json()},
+        message=f"runtime peak {memory.peak_mb:.1f} MB for load + inference "
+                f"({'within' if ok else 'over'} the {gate.max_mb:g} MB limit)"
+                + (f"; with the Python process around it {memory.process_peak_mb:.0f} MB"
+                   if memory.process_peak_mb is not None else ""))
 
 
 def _status(ok: bool) -> GateStatus:

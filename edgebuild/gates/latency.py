@@ -20,6 +20,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
@@ -43,9 +45,17 @@ if TYPE_CHECKING:
     from edgebuild.backends.base import Runner
 
 
+class LatencyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory: bool = Field(False, description="Measure the runtime's peak memory after the "
+                         "timed runs (the planner sets it for a `memory:` gate).")
+
+
 class MeasureLatency(Op):
     name = "measure-latency"
     version = 3
+    Params = LatencyParams
     accepts = ("*",)
     produces = "latency"
     target_specific = True
@@ -76,6 +86,7 @@ class MeasureLatency(Op):
             on_device.where = where
             return _stored(ctx, on_device)
         profiles = io_profiles(ctx.io)
+        asked = settings.profile or params.memory
         rows: dict[str, LatencyFigures] = {}
         samples: dict[str, np.ndarray] = {}
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
@@ -100,6 +111,13 @@ class MeasureLatency(Op):
             for profile, timed in samples.items():
                 np.save(ctx.out / samples_file(profile), timed)
             record = LatencyRecord(where=where, profiles=rows)
+        if asked:  # after the timed runs, their runner closed (gates/profiling.py)
+            from edgebuild.gates.profiling import add_profile_and_memory
+
+            first = next(iter(profiles.values()))
+            (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=first)
+            add_profile_and_memory(record, backend, ctx.input(), ctx.target, feeds, first,
+                                   params.memory)
         if untrusted:
             record.untrusted = f"not cached: {untrusted}"
         return _stored(ctx, record)

@@ -13,8 +13,10 @@ benchmark tool, and from the cache: a malformed one is a RecordError naming the 
 never a KeyError deep in a gate.
 
 `profile`, `memory` and `throughput` are the slots for the per-operator profile, the
-memory figure and the throughput figure (issue 32): None until a backend measures them
-(today trtexec's layer times and benchmark_model's memory fill two of them).
+memory figure and the throughput figure (issue 32): None until a backend measures them.
+`profile` is an OpProfile (ONNX Runtime's profiler, OpenVINO's performance counters:
+gates/profiling.py) or trtexec's exported layer list as the tool wrote it; `memory` is
+the runtime's peak resident memory (gates/footprint.py) or benchmark_model's figures.
 """
 
 from __future__ import annotations
@@ -60,11 +62,57 @@ class Conditions(Record):
 
 
 class Memory(Record):
-    """The memory a runtime needed, in MB (TFLite benchmark_model: init and overall)."""
+    """The memory a runtime needed, in MB (10^6 bytes): gates/footprint.py's, measured in
+    a fresh process, or TFLite benchmark_model's init and overall figures."""
 
     peak_mb: float | None = None  # peak resident memory of load + inference
     init_mb: float | None = None  # after loading the model
     overall_mb: float | None = None  # the tool's overall footprint
+    # footprint.py: the process before the runtime was imported (Python, numpy, edgebuild),
+    # which peak_mb and init_mb leave out, and the process's own high-water mark.
+    baseline_mb: float | None = None
+    process_peak_mb: float | None = None
+    runs: int | None = Field(None, ge=0)  # inferences after the load
+    method: StrictStr | None = None  # how it was read (VmHWM after clear_refs, …)
+    unmeasurable: StrictStr | None = None  # "not measurable here: …"
+
+
+class OpRow(Record):
+    """One node (ONNX Runtime) or layer (OpenVINO) of a profiled run: mean ms per run."""
+
+    node: StrictStr  # the runtime's name for it (untrusted: from the model file)
+    op_type: StrictStr
+    exec: StrictStr | None = None  # ORT: the execution provider; OpenVINO: jit_avx2_f32, …
+    ms: float = Field(ge=0)
+    share: float = Field(ge=0)  # of the sum of every row's ms
+    onnx_nodes: list[StrictStr] | None = None  # the model's nodes it runs, where known
+    fused: bool = False  # one runtime node for several ONNX nodes (a fused group)
+
+
+class OpProfile(Record):
+    """A per-operator profile, taken in a separate run after the timed runs (profiling
+    perturbs timing): the runtime's own per-node times, slowest first."""
+
+    source: StrictStr | None = None  # "onnxruntime profiler", "openvino PERF_COUNT"
+    runs: int | None = Field(None, ge=0)  # profiled runs the means are over
+    wall_ms: float | None = None  # mean wall time of those runs, around the infer call
+    runtime_ms: float | None = None  # the runtime's own total per run, where it gives one
+    ops_ms: float | None = None  # the sum of the rows (the consistency check's numerator)
+    threads: int | None = None
+    shapes: Shapes | None = None
+    rows: list[OpRow] = Field(default_factory=list)
+    note: StrictStr | None = None
+    unmeasurable: StrictStr | None = None
+
+    def by_type(self) -> dict[str, float]:
+        """ms per run by op type, slowest first."""
+        found: dict[str, float] = {}
+        for row in self.rows:
+            found[row.op_type] = found.get(row.op_type, 0.0) + row.ms
+        return dict(sorted(found.items(), key=lambda item: -item[1]))
+
+    def top(self, count: int = 10) -> list[OpRow]:
+        return sorted(self.rows, key=lambda row: -row.ms)[:count]
 
 
 class Throughput(Record):
@@ -128,8 +176,8 @@ class LatencyFigures(Record):
     delegation: dict[str, Any] | None = None  # which delegate took which nodes
     model_size_mb: float | None = None
     log_errors: list[StrictStr] | None = None
-    # Per-operator (per-layer) times as the tool exported them (trtexec --exportProfile).
-    profile: list[dict[str, Any]] | None = None
+    # Per-operator times: an OpProfile, or trtexec's --exportProfile list as written.
+    profile: OpProfile | list[dict[str, Any]] | None = None
     memory: Memory | None = None
     throughput: Throughput | None = None
 

@@ -358,10 +358,15 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
                                            uses_source=True)
         stages.infers[dataset] = b.add("infer", {"dataset": dataset}, {"model": compiled},
                                        name, measures=True, **folded)
-    if gates.latency is not None or always_latency:
-        stages.latency = b.add("measure-latency", {}, {"model": runs}, name, measures=True,
-                               **folded)
-        if baseline is not None:
+    if gates.latency is not None or gates.memory is not None or always_latency \
+            or info.measure.profile:
+        # A memory gate asks measure-latency for the memory (gates/profiling.py); without
+        # one its params stay {} and its key what it was. `measure.profile` is read from
+        # the target's settings (in the key with the rest of the profile).
+        params = {"memory": True} if gates.memory is not None else {}
+        stages.latency = b.add("measure-latency", params, {"model": runs}, name,
+                               measures=True, **folded)
+        if baseline is not None and (gates.latency is not None or always_latency):
             stages.compare = b.add("compare-latency", {},
                                    {"model": runs, "baseline": _baseline(b, name, baseline)},
                                    name, measures=True, **folded)

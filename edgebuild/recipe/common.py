@@ -34,6 +34,8 @@ class MeasureOverrides(Strict):
     max_iterations: int | None = Field(None, ge=5)
     threads: int | None = Field(None, ge=1, le=1024)
     max_busy_share: float | None = Field(None, gt=0, le=1)
+    profile: bool | None = Field(None, description="true: a per-operator profile and the "
+                                  "peak memory after the timed runs (docs/profiles.md).")
 
     def apply(self, base: MeasureSettings) -> MeasureSettings:
         # What the recipe wrote, `null` included (`max_busy_share: null` turns the check

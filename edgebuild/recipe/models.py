@@ -177,6 +177,15 @@ class SizeGate(Strict):
     max_mb: float = Field(gt=0, description="Largest artifact size, MB (10^6 bytes).")
 
 
+class MemoryGate(Strict):
+    """Peak resident memory of the runtime for load + inference (docs/gates.md#memory)."""
+
+    max_mb: float = Field(gt=0, description="Largest peak resident memory of the runtime "
+                          "for loading the artifact and running it, MB (10^6 bytes), "
+                          "measured in a fresh process on the target's device; undecided "
+                          "(not measurable here) where its backend cannot measure it.")
+
+
 def _one_or_many(value: Any) -> str:
     return "many" if isinstance(value, list) else "one"
 
@@ -198,6 +207,7 @@ class Gates(Strict):
     speedup: SpeedupGate | None = None
     throughput: ThroughputGate | None = None
     size: SizeGate | None = None
+    memory: MemoryGate | None = None
 
     @property
     def accuracy_gates(self) -> list[AccuracyGate]:

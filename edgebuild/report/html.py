@@ -17,6 +17,7 @@ from html import escape
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.report import svg
 from edgebuild.report.model import Report, SearchReport, TargetReport
+from edgebuild.report.profile import html_section as op_profile_section
 from edgebuild.report.render import _contained, _verdict, adds
 
 STATUS_TEXT = {GateStatus.PASSED: "pass", GateStatus.FAILED: "FAIL",
@@ -44,6 +45,7 @@ pre{background:#f0f2f5;padding:8px;overflow-x:auto;white-space:pre-wrap}
 .verdict{display:inline-block;padding:3px 10px;border-radius:12px;font-weight:600;color:#fff}
 .ok{background:#1f883d}.bad{background:#cf222e}
 .meta{color:#57606a}.meta span{margin-right:16px}
+td.barcell{width:160px}.bar{height:10px;background:#6f42c1}
 .status{font-weight:600;white-space:nowrap}
 .status.passed{color:#1a7f37}.status.failed,.status.not-run{color:#cf222e}
 .status.unmeasurable,.status.undecided{color:#9a6700}
@@ -245,6 +247,7 @@ def _target(report: Report, t: TargetReport) -> str:
     for latency in (g for g in t.gates if g.is_latency):  # one per shape profile
         if latency.status is not GateStatus.NOT_RUN:
             parts.append(_latency_section(latency))
+    parts.append(op_profile_section(t))  # '' without a profile or memory figure
     if t.search is not None:
         parts.append(_search(t.name, t.search))
     for file, text in t.notes.items():

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from edgebuild.gates.result import GateResult
+from edgebuild.measure.record import Memory, OpProfile
 from edgebuild.passes.onnx_metadata import ModelMetadata
 
 
@@ -92,6 +93,12 @@ class TargetReport(BaseModel):
     model: ModelMetadata | None = Field(
         None, description="The model's own metadata (an ONNX source's `metadata_props`: "
         "task, class names, stride, input size), as edgebuild read it.")
+    op_profile: OpProfile | None = Field(
+        None, description="The per-operator profile measure-latency took after its timed "
+        "runs (`measure.profile: true`; docs/profiles.md).")
+    memory: Memory | None = Field(
+        None, description="The runtime's peak memory for load + inference (with "
+        "`measure.profile` or a `memory:` gate).")
 
     @property
     def passed(self) -> bool:

@@ -123,6 +123,9 @@ def markdown(report: Report) -> str:
                    else "") for s in failed]
     for target in report.targets:
         lines += flips_section(target.gates)
+    from edgebuild.report.profile import markdown_lines  # it uses md(): imported here
+
+    lines += markdown_lines(report)
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:
         lines += ["", "### Details", ""]

@@ -254,6 +254,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             searches: dict[str, SearchResult] | None = None) -> Report:
     from edgebuild.execute.result import Outcome
     from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.gates.profiling import recorded
     from edgebuild.report.model import Report, StageReport, TargetReport
     from edgebuild.run.artifacts import export_target, manifest_of
 
@@ -284,6 +285,9 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                                    run.key, gates, started_wall,
                                    outcome.chosen if outcome is not None else None)
         artifact_path = export_target(out, name, compiled, manifest)
+        timed = execution.runs.get(stages.latency or "")
+        op_profile, memory = recorded(timed.artifact.metadata if timed and timed.artifact
+                                      else None)
         targets.append(TargetReport(
             name=name, profile=info.profile.name, backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,
@@ -291,7 +295,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             gates=gates, search=search_report,
             notes=notes_of(compiled) if compiled else {},
             precision=compiled.precision_label if compiled else "",
-            model=model))
+            model=model, op_profile=op_profile, memory=memory))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         inputs=run.stage.upstream, outcome=run.outcome.value,

@@ -78,6 +78,20 @@ def test_quickstart_recipe(tmp_path: Path) -> None:
     assert iphone["accuracy"]["status"] == "passed" and iphone["size"]["status"] == "passed"
     assert "weight-compression proxy" in iphone["accuracy"]["message"]
     assert "needs macOS" in iphone["latency"]["message"]
+    # Per-operator profiles and the runtime's peak memory on the two host CPU targets.
+    for name in ("host-cpu", "intel-cpu"):
+        target = next(t for t in report["targets"] if t["name"] == name)
+        assert target["op_profile"]["rows"] and target["memory"]["peak_mb"] > 0
+        memory = next(g for g in target["gates"] if g["gate"] == "memory")
+        assert memory["status"] == "passed", memory["message"]
+    assert "### Where the time and memory go: intel-cpu" in summary
+    # Throughput with requests in flight: a figure on every host target, its gate decided
+    # (a busy machine makes a miss undecided, never a pass).
+    for name in ("host-cpu", "intel-cpu", "android"):
+        target = next(t for t in report["targets"] if t["name"] == name)
+        throughput = next(g for g in target["gates"] if g["gate"] == "throughput")
+        assert throughput["status"] in ("passed", "undecided"), throughput["message"]
+        assert throughput["measured"]["fps"] > 0 and throughput["measured"]["streams"] >= 1
 
 
 def test_misspelled_key_exits_2_with_location_and_hint(tmp_path: Path) -> None:

@@ -45,11 +45,13 @@ passes:
   - onnx-optimize
 targets:
   host-cpu:
-    measure: {warmup_iterations: 5, min_iterations: 300, max_busy_share: null, min_seconds: 0}
+    measure: {warmup_iterations: 5, min_iterations: 300, max_busy_share: null, min_seconds: 0,
+              profile: true}
     gates:
       accuracy: {dataset: samples, min_top1_agreement: 99}
       latency: {budget_ms: 1000}
       size: {max_mb: 1}
+      memory: {max_mb: 1000}
   host-cpu-tight:
     profile: host-cpu
     measure: {warmup_iterations: 5, min_iterations: 300, max_busy_share: null, min_seconds: 0}
@@ -127,6 +129,9 @@ def test_report_renders_offline(page: Path, tmp_path: Path) -> None:
     assert requested == []
     assert "host-cpu-tight" in dom and "Build graph" in dom
     assert dom.count("<svg") >= 4  # trade-off, two latency plots, build graph
+    # host-cpu's profile (the tiny model's MatMul and Relu) and its peak memory
+    assert "Where the time and memory go" in dom and "runtime peak" in dom
+    assert "<code>MatMul</code>" in dom
     assert "<script" not in dom
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import OpProfile
 
 
 class GraphLevel(StrEnum):
@@ -105,6 +106,7 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
     version = 2  # 2: ORT-inserted nodes named by their place (a deterministic digest)
+    measures_memory = True
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnxruntime as ort
@@ -140,6 +142,14 @@ class OnnxRuntimeBackend(Backend):
 
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         return OrtRunner(artifact.main, OrtOptions.model_validate(target.options), threads)
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        from edgebuild.backends.onnxruntime.profile import op_profile
+
+        return op_profile(artifact.main, OrtOptions.model_validate(target.options), threads,
+                          feeds, runs)
 
 
 class OrtRunner(Runner):

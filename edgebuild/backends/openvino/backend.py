@@ -31,7 +31,10 @@ from edgebuild.core.target import Target
 from edgebuild.errors import StageError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import OpProfile
 
 
 class Device(StrEnum):
@@ -106,6 +109,7 @@ class OpenVinoBackend(Backend):
     # 3: `shapes: dynamic` dims bounded by the shape profiles; 4: the precision label
     version = 4
     extra = "openvino"
+    measures_memory = True
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         ov = ir.load_openvino()
@@ -152,6 +156,18 @@ class OpenVinoBackend(Backend):
         options = OpenVinoOptions.model_validate(target.options)
         return OpenVinoRunner(artifact.main, options.device.value,
                               runtime_config(options, threads))
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        from edgebuild.backends.openvino.profile import op_profile
+
+        options = OpenVinoOptions.model_validate(target.options)
+        config = {**runtime_config(options, threads), "PERF_COUNT": True}
+        profile = op_profile(OpenVinoRunner(artifact.main, options.device.value, config),
+                             feeds, shapes, runs)
+        profile.threads = threads
+        return profile
 
     def _probe(self, target: Target, purpose: str) -> str | None:
         # Where the target runs is cheap to tell; which devices OpenVINO sees is not.

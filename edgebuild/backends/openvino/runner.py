@@ -32,6 +32,7 @@ class OpenVinoRunner(Runner):
         self.device = device
         self.config = config
         self._request: Any = None
+        self._compiled: Any = None
         self.precision = ""  # what the plugin runs, as ir.precision_label says it
         self._inputs: TensorMeta = {}
         self._outputs: list[tuple[Any, str]] = []
@@ -79,6 +80,7 @@ class OpenVinoRunner(Runner):
         self.precision = str(facts["label"])
         self.fallback = (f"precision {self.precision}"
                          if not facts["honoured"] or requested == "default" else None)
+        self._compiled = compiled
         self._request = compiled.create_infer_request()
         self._inputs = {
             port.get_any_name(): (
@@ -147,6 +149,28 @@ class OpenVinoRunner(Runner):
                 **({"p50": float(np.percentile(every, 50)),
                     "p90": float(np.percentile(every, 90))} if len(every) else {})}
 
+    def profiled(self, feeds: dict[str, np.ndarray], runs: int,
+                 warmup: int) -> tuple[list[float], list[Any], list[Any], Any]:
+        """`warmup` then `runs` inferences, the first on this compiled model: the wall ms
+        of each profiled run, `profiling_info` after the warm-up and after all runs (the
+        counters are the mean per run over every run of the compiled model, from any of
+        its requests, its first included: backends/openvino/profile.py takes the
+        difference), and the runtime model. Needs PERF_COUNT in the runner's config."""
+        import time
+
+        self._require_active()
+        request = self._request
+        for _ in range(warmup):
+            request.infer(feeds, share_inputs=self._share_inputs)
+        before = list(request.profiling_info)
+        walls = []
+        for _ in range(runs):
+            start = time.perf_counter_ns()
+            request.infer(feeds, share_inputs=self._share_inputs)
+            walls.append((time.perf_counter_ns() - start) / 1e6)
+        return walls, before, list(request.profiling_info), self._compiled.get_runtime_model()
+
     def _deactivate(self) -> None:
         self._request = None
+        self._compiled = None
         self._outputs = []

@@ -1,0 +1,109 @@
+"""The per-operator profile and the memory figure of each target, in summary.md and
+report.html (docs/profiles.md explains how to read them).
+
+Node and op-type names come from the model file (untrusted): Markdown goes through
+`md`/`md_code`, HTML through `escape`, and a bar's width is a number computed here.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from edgebuild.measure.record import Memory, OpProfile
+from edgebuild.report.model import Report, TargetReport
+from edgebuild.report.render import md, md_code
+
+TOP = 10  # operators listed by time
+TYPES = 8  # op types listed
+
+
+def _measured(profile: OpProfile) -> str:
+    """One line: where the profile comes from and how it adds up."""
+    parts = [profile.source or "profile", f"{profile.runs or 0} runs"]
+    if profile.threads:
+        parts.append(f"{profile.threads} thread(s)")
+    if profile.ops_ms is not None and profile.wall_ms:
+        parts.append(f"ops {profile.ops_ms:.3f} ms of {profile.wall_ms:.3f} ms a run "
+                     f"({profile.ops_ms / profile.wall_ms:.0%})")
+    return ", ".join(parts)
+
+
+def _memory_text(memory: Memory) -> str:
+    if memory.peak_mb is None:
+        return memory.unmeasurable or "not measured"
+    extra = (f" (loaded: {memory.init_mb:.1f} MB; the Python process around it "
+             f"{memory.process_peak_mb:.0f} MB)" if memory.init_mb is not None
+             and memory.process_peak_mb is not None else "")
+    return f"runtime peak {memory.peak_mb:.1f} MB for load + inference{extra}"
+
+
+def markdown_lines(report: Report) -> list[str]:
+    """A section per target that has a profile or a memory figure ([] when none has)."""
+    lines: list[str] = []
+    for target in report.targets:
+        profile, memory = target.op_profile, target.memory
+        if profile is None and memory is None:
+            continue
+        lines += ["", f"### Where the time and memory go: {md(target.name)}", ""]
+        if memory is not None:
+            lines += [f"Memory: {md(_memory_text(memory))}.", ""]
+        if profile is None:
+            continue
+        if profile.unmeasurable:
+            lines += [f"Profile: {md(profile.unmeasurable)}."]
+            continue
+        lines += [f"Profile: {md(_measured(profile))}.", "",
+                  "| op type | ms a run | share |", "|---|---|---|"]
+        total = profile.ops_ms or 0.0
+        for kind, ms in list(profile.by_type().items())[:TYPES]:
+            lines.append(f"| {md_code(kind)} | {ms:.3f} | {ms / total if total else 0:.0%} |")
+        lines += ["", "| node | op type | kernel / provider | ms a run | share | ONNX nodes |",
+                  "|---|---|---|---|---|---|"]
+        for row in profile.top(TOP):
+            nodes = ", ".join(row.onnx_nodes or []) or "—"
+            fused = " (fused group)" if row.fused else ""
+            lines.append(f"| {md_code(row.node)} | {md_code(row.op_type)} | "
+                         f"{md(row.exec or '—')} | {row.ms:.3f} | {row.share:.0%} | "
+                         f"{md(nodes)}{fused} |")
+    return lines
+
+
+def _bar(share: float) -> str:
+    width = max(0.0, min(100.0, share * 100))
+    return (f'<div class="bar" style="width:{width:.1f}%" title="{width:.1f} %">'
+            "</div>")
+
+
+def html_section(t: TargetReport) -> str:
+    """The target's profile and memory as HTML ('' when it has neither)."""
+    profile, memory = t.op_profile, t.memory
+    if profile is None and memory is None:
+        return ""
+    parts = ["<h3>Where the time and memory go</h3>"]
+    if memory is not None:
+        parts.append(f'<p class="meta">Memory: {escape(_memory_text(memory))}.</p>')
+    if profile is None:
+        return "".join(parts)
+    if profile.unmeasurable:
+        parts.append(f'<p class="meta">Profile: {escape(profile.unmeasurable)}.</p>')
+        return "".join(parts)
+    parts.append(f'<p class="meta">Profile: {escape(_measured(profile))}. Bars: share of '
+                 "the summed op time.</p>")
+    total = profile.ops_ms or 0.0
+    rows = "".join(
+        f"<tr><td><code>{escape(kind)}</code></td><td>{ms:.3f}</td>"
+        f'<td class="barcell">{_bar(ms / total if total else 0.0)}</td></tr>'
+        for kind, ms in list(profile.by_type().items())[:TYPES])
+    parts.append("<table><tr><th>op type</th><th>ms a run</th><th>share</th></tr>"
+                 f"{rows}</table>")
+    rows = "".join(
+        f"<tr><td><code>{escape(row.node)}</code></td><td><code>{escape(row.op_type)}</code>"
+        f"</td><td>{escape(row.exec or '—')}</td><td>{row.ms:.3f}</td>"
+        f'<td class="barcell">{_bar(row.share)}</td>'
+        f"<td>{escape(', '.join(row.onnx_nodes or []) or '—')}"
+        f"{' <em>(fused group)</em>' if row.fused else ''}</td></tr>"
+        for row in profile.top(TOP))
+    parts.append(f"<table><tr><th>top {TOP} operators</th><th>op type</th>"
+                 "<th>kernel / provider</th><th>ms a run</th><th>share</th>"
+                 f"<th>ONNX nodes</th></tr>{rows}</table>")
+    return "".join(parts)
