@@ -27,7 +27,7 @@ moves it from `io.inputs` to `io.folded`), so no runner, dataset or latency feed
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -188,8 +188,22 @@ def _simplify(model: onnx.ModelProto, simplifier: str) -> onnx.ModelProto:
     return slimmed
 
 
+class OutputCheck(Protocol):
+    """The check's settings, as fold-inputs' and decompose-lstm's params carry them."""
+
+    @property
+    def check_samples(self) -> int: ...
+    @property
+    def atol(self) -> float: ...
+    @property
+    def rtol(self) -> float: ...
+
+
 def _same_outputs(original: Path, folded: Path, tensors: list[dict[str, Any]],
-                  p: FoldParams) -> dict[str, Any]:
+                  p: OutputCheck, what: str = "fold-inputs",
+                  hint: str = "the bound value or the pinned shapes change what the model "
+                              "computes; check `value:` and the declared shapes"
+                  ) -> dict[str, Any]:
     """ONNX Runtime's outputs of both models on the same seeded inputs (the folded one not
     fed what it bound); StageError beyond `atol + rtol·|reference|`."""
     import numpy as np
@@ -215,9 +229,7 @@ def _same_outputs(original: Path, folded: Path, tensors: list[dict[str, Any]],
                                                     <= p.atol + p.rtol * np.abs(ref)):
                 diff = (float(np.max(np.abs(out - ref))) if ref.shape == out.shape
                         else f"shape {list(out.shape)} instead of {list(ref.shape)}")
-                raise StageError(f"fold-inputs changed output '{name}': {diff}",
-                                 "the bound value or the pinned shapes change what the model "
-                                 "computes; check `value:` and the declared shapes")
+                raise StageError(f"{what} changed output '{name}': {diff}", hint)
             worst[name] = max(worst.get(name, 0.0), float(np.max(np.abs(out - ref), initial=0)))
     return {"samples": p.check_samples, "max_abs_diff": worst}
 

@@ -1,0 +1,57 @@
+"""Silero VAD (the pretrained streaming model in the PyPI package silero-vad) on the QNN
+HTP emulator in fp16, streamed step by step: with its one-step LSTM as QNN's LSTM op the
+speech probability — a Sigmoid's output — came back −98304 on 451 of 487 steps (issue 30,
+"what was seen"); written out by decompose-lstm it stays in the range FP32 spans."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, edgebuild
+
+pytestmark = [pytest.mark.qnn, pytest.mark.slow]
+
+RECIPE = f"""\
+name: vad-qnn
+model: {{onnx: {{package: silero_vad, path: data/silero_vad.onnx}}}}
+inputs:
+  - {{name: input, shape: [1, 576], dtype: float32}}
+  - {{name: state, shape: [2, 1, 128], dtype: float32, batch_axis: null}}
+  - {{name: sr, shape: [], dtype: int64, value: 16000}}
+outputs: [output, stateN]
+state: [{{input: state, output: stateN, initial: zeros}}]
+datasets:
+  speech:
+    kind: callable
+    function: {REPO}/recipes/models/voice_activity.py:recording
+    stream: {{axis: 1, hop: 512}}
+policy: {{unmeasurable: warn}}
+targets:
+  snapdragon:
+    passes: [fold-inputs: {{inputs: [sr]}}, decompose-lstm]
+    gates:
+      accuracy:
+        - {{dataset: speech, output: output, task: regression, max_abs_error: 1}}
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("silero_vad") is None,
+                    reason="needs silero-vad (scripts/setup.sh installs it --no-deps)")
+def test_the_decomposed_lstm_keeps_the_speech_probability_in_range(tmp_path: Path) -> None:
+    recipe = tmp_path / "vad.yaml"
+    recipe.write_text(RECIPE)
+    out = tmp_path / "out"
+    run = edgebuild("run", str(recipe), "--out", str(out))
+    report = json.loads((out / "report.json").read_text())
+    stages = {s["id"]: s for s in report["stages"]}
+    decomposed = next(s for sid, s in stages.items() if sid.startswith("decompose-lstm"))
+    assert len(decomposed["metadata"]["decomposed"]) == 1, decomposed
+    gate = report["targets"][0]["gates"][0]
+    assert "leaves the range" not in gate["message"], run.stdout + run.stderr
+    assert gate["status"] == "passed", gate["message"]
+    assert "487 steps" in gate["message"] and "QNN HTP emulator" in gate["message"]
+    assert gate["measured"]["cosine"] > 0.99
