@@ -19,6 +19,7 @@ from edgebuild import __version__
 from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
+from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
 
 if TYPE_CHECKING:
     from edgebuild.cache.signing import Trust
@@ -153,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="gc: remove entries created longer ago than this")
     with_cache(p)
     fleet.add_parsers(sub)
+    profiling.add_parser(sub)
     return parser
 
 
@@ -459,11 +461,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from edgebuild.gates.regression import decide
     from edgebuild.report.baseline import latency_samples, load_report
+    from edgebuild.report.opcompare import across_reports, text_lines
 
     base, head = load_report(args.base), load_report(args.head)
     base_samples, head_samples = latency_samples(base), latency_samples(head)
     common = sorted(set(base_samples) & set(head_samples))
-    if not common:
+    per_op = across_reports(base, head)  # each target both profiled: time by op type
+    if not common and not per_op:
         raise EdgebuildError("the two reports share no target with latency samples",
                              f"targets: {sorted(base_samples)} vs {sorted(head_samples)}")
     print("note: the reports were measured in separate runs, so drift of the machine "
@@ -481,12 +485,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
                  g.details.get("conditions", {}).get("load_average")
                  for g in report.gates if g.is_latency}
         print(f"  {name} load average at measurement: {loads}")
+    print("\n".join(text_lines(per_op)), end="\n" if per_op else "")
     return worst
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": cmd_worker,
             "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
-            "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS}
+            "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS,
+            **profiling.COMMANDS}
 
 
 class _DaskOneLine(logging.Filter):
