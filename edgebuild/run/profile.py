@@ -1,18 +1,21 @@
-"""`edgebuild profile RECIPE --target T`: re-profile one target without a full run.
+"""`edgebuild profile RECIPE --target T [--target U]`: re-profile targets without a full run.
 
     recipe ─ target T, its gates set aside ─ build_plan(profiling) ─▶ chain ─ compile ─
-        measure-latency (profile on: gates/profiling.py) ─ run_recipe ─▶ OUT/profile.json,
+        measure-latency (profile on: gates/profiling.py) ─ run_recipe ─▶ OUT/profile-T.json,
         the reports, and the top operators and time by op type on the terminal
+
+With two targets or more, those of one target profile and backend are also shown side
+by side by op type (report/opcompare.py's pairs).
 
 The run machinery is the run's (run/driver.py): the chain and the compile are the stages
 `edgebuild run` has (same keys, so cached builds are reused); the measure-latency is the
 run's too when the target sets `measure.profile`, else one of its own (params
 `profile: true`). Only argparse at import time: the CLI imports this module.
 
-Exit codes (docs/cli.md): 0 a profile was taken and written; 2 usage or recipe error
-(an unknown target, a search target); 3 a stage failed, or no profile could be taken
-(the backend has no per-operator profiler here, the device is not reachable): the
-reason is printed.
+Exit codes (docs/cli.md): 0 every target's profile was taken and written; 2 usage or
+recipe error (an unknown target, a search target); 3 a stage failed, or a profile could
+not be taken (the backend has no per-operator profiler here, the device is not
+reachable): the reason is printed.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ if TYPE_CHECKING:
     from edgebuild.recipe.loader import LoadedRecipe
     from edgebuild.report.model import Report, TargetReport
 
-PROFILE_FILE = "profile.json"
+def profile_file(target: str) -> str:
+    return f"profile-{target}.json"  # a recipe's target name: SAFE_NAME, a plain file name
+
 TOP = 10
 
 
@@ -38,37 +43,41 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("profile", help="re-profile one target: its build and a per-operator "
                        "profile, without the rest of the run (docs/profiles.md)")
     p.add_argument("recipe", type=Path)
-    p.add_argument("--target", required=True, metavar="NAME", help="the target to profile")
+    p.add_argument("--target", required=True, action="append", metavar="NAME",
+                   help="the target to profile (repeatable: two targets are also compared "
+                        "by op type when they pair, docs/profiles.md)")
     p.add_argument("--out", type=Path, default=None,
-                   help="where profile.json and the reports go (default: "
-                        "build/<recipe name>/profile-<target>)")
+                   help="where profile-<target>.json and the reports go (default: "
+                        "build/<recipe name>/profile)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
 
 
-def for_profiling(loaded: LoadedRecipe, target: str) -> LoadedRecipe:
-    """The recipe with `target`'s gates set aside: the profile is what is asked for,
+def for_profiling(loaded: LoadedRecipe, targets: list[str]) -> LoadedRecipe:
+    """The recipe with `targets`' gates set aside: the profile is what is asked for,
     and no gate's stage (accuracy, throughput, a speed-up's other build) is planned."""
     from edgebuild.recipe.models import Gates
 
-    entry = loaded.recipe.targets[target].model_copy(update={"gates": Gates()})
-    recipe = loaded.recipe.model_copy(
-        update={"targets": {**loaded.recipe.targets, target: entry}})
+    entries = dict(loaded.recipe.targets)
+    for name in targets:
+        entries[name] = entries[name].model_copy(update={"gates": Gates()})
+    recipe = loaded.recipe.model_copy(update={"targets": entries})
     return dataclasses.replace(loaded, recipe=recipe)
 
 
-def profile_target(loaded: LoadedRecipe, target: str, out: Path, cache_dir: Path | None,
-                   progress: Progress | None = None) -> Report:
-    """Plan and run `target`'s chain, compile and profiling measure-latency; write the
-    reports and OUT/profile.json (the OpProfile, when one was taken)."""
+def profile_targets(loaded: LoadedRecipe, targets: list[str], out: Path,
+                    cache_dir: Path | None, progress: Progress | None = None) -> Report:
+    """Plan and run each target's chain, compile and profiling measure-latency; write the
+    reports and OUT/profile-<target>.json (the OpProfile, when one was taken)."""
     from edgebuild import api
 
-    report = api.run(for_profiling(loaded, target), api.RunOptions(
-        out=out, cache_dir=cache_dir, targets=[target], profiling=True, progress=progress))
-    found = next(t for t in report.targets if t.name == target)
-    if found.op_profile is not None:
-        (out / PROFILE_FILE).write_text(found.op_profile.model_dump_json(indent=1))
+    report = api.run(for_profiling(loaded, targets), api.RunOptions(
+        out=out, cache_dir=cache_dir, targets=targets, profiling=True, progress=progress))
+    for found in report.targets:
+        if found.op_profile is not None:
+            (out / profile_file(found.name)).write_text(
+                found.op_profile.model_dump_json(indent=1))
     return report
 
 
@@ -76,32 +85,37 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.cli import ProgressPrinter
     from edgebuild.plan.planner import build_plan, select_targets
+    from edgebuild.report.opcompare import comparisons, text_lines
 
     loaded = api.load(args.recipe)
-    if args.target not in loaded.recipe.targets:
-        select_targets(loaded, [args.target])  # the error names the close matches
-        raise EdgebuildError(f"--target {args.target}: name one target (not a pattern)",
-                             f"targets: {', '.join(loaded.recipe.targets)}")
-    target = args.target
-    prepared = for_profiling(loaded, target)
+    for name in args.target:
+        if name not in loaded.recipe.targets:
+            select_targets(loaded, [name])  # the error names the close matches
+            raise EdgebuildError(f"--target {name}: name a target (not a pattern)",
+                                 f"targets: {', '.join(loaded.recipe.targets)}")
+    targets = list(dict.fromkeys(args.target))
     progress = None
     if not args.quiet:
-        progress = ProgressPrinter(len(build_plan(prepared, only=[target],
-                                                  profiling=True).graph))
-    out = args.out or Path("build") / loaded.recipe.name / f"profile-{target}"
-    report = profile_target(loaded, target, out, args.cache_dir, progress)
+        progress = ProgressPrinter(len(build_plan(for_profiling(loaded, targets),
+                                                  only=targets, profiling=True).graph))
+    out = args.out or Path("build") / loaded.recipe.name / "profile"
+    report = profile_targets(loaded, targets, out, args.cache_dir, progress)
     for stage in report.stages:
         if stage.outcome == "failed":
             print(f"\nstage '{stage.id}' failed: {stage.message}\n  log: {stage.log}",
                   file=sys.stderr)
-    found = next(t for t in report.targets if t.name == target)
-    print("\n".join(summary_lines(found)))
-    if report.exit_code == ExitCode.STAGE_FAILED:
+    for found in report.targets:
+        print("\n".join(summary_lines(found)))
+    side_by_side = text_lines(comparisons(report))
+    if side_by_side:
+        print("\n" + "\n".join(side_by_side))
+    written = [out / profile_file(t.name) for t in report.targets
+               if t.op_profile is not None and not t.op_profile.unmeasurable]
+    for path in written:
+        print(f"\nprofile: {path}")
+    print(f"reports: {out}/report.json, {out}/summary.md, {out}/report.html")
+    if report.exit_code == ExitCode.STAGE_FAILED or len(written) < len(targets):
         return ExitCode.STAGE_FAILED
-    if found.op_profile is None or found.op_profile.unmeasurable:
-        return ExitCode.STAGE_FAILED
-    print(f"\nprofile: {out / PROFILE_FILE}\nreports: {out}/report.json, {out}/summary.md, "
-          f"{out}/report.html")
     return ExitCode.OK
 
 
