@@ -56,7 +56,7 @@ def test_the_table_has_ratios_shares_and_the_op_types_of_one_side() -> None:
     assert (c.a_ms, c.b_ms) == (pytest.approx(6.5), pytest.approx(6.0))
     # The largest difference first: Conv (-3 ms), then QuantizeLinear (+1.5 ms), …
     assert [r.op_type for r in c.rows][:2] == ["Conv", "QuantizeLinear"]
-    assert [r.delta_ms for r in c.rows][0] == pytest.approx(-3.0)
+    assert c.rows[0].delta_ms == pytest.approx(-3.0)
     text = "\n".join(markdown_lines([c]))
     assert "| `Conv` | 4.000 (62%) | 1.000 (17%) | 0.25× | -3.000 |" in text
     assert "| `QuantizeLinear` | — | 1.500 (25%) | only B | +1.500 |" in text
