@@ -20,13 +20,12 @@ from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
 from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
+from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.one_line)
 
 if TYPE_CHECKING:
     from edgebuild.cache.signing import Trust
     from edgebuild.cache.store import Store
     from edgebuild.execute.cluster import ClusterSpec
-    from edgebuild.execute.result import StageRun
-    from edgebuild.plan.stage import Stage
     from edgebuild.report.model import SearchReport
 
 EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
@@ -170,35 +169,6 @@ def ci_mode(flag: bool | None) -> bool:
     if flag is not None:
         return flag
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def one_line(text: str) -> str:
-    """A converter's message may carry a tool's carriage returns: a CI log shows them
-    as garbage or overwritten lines, so each becomes a space."""
-    return " ".join(text.replace("\r\n", "\n").replace("\r", "\n").splitlines())
-
-
-class ProgressPrinter:
-    """One line per stage event on stderr, never redrawn: fine in a terminal and in CI logs."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-
-    def __call__(self, event: str, item: StageRun | Stage) -> None:
-        from edgebuild.execute.result import StageRun
-
-        if event == "start" and not isinstance(item, StageRun):
-            print(f"        run     {item.id} ...", file=sys.stderr, flush=True)
-            return
-        if not isinstance(item, StageRun):
-            return
-        self.done += 1
-        timing = f" {item.seconds:.1f}s" if item.seconds else ""
-        note = f"  {one_line(item.message)}" if item.message else ""
-        counter = f"[{self.done:>2}/{self.total}]"
-        print(f"{counter} {item.outcome.value:<7} {item.stage.id}{timing}{note}",
-              file=sys.stderr, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

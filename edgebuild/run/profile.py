@@ -83,9 +83,9 @@ def profile_targets(loaded: LoadedRecipe, targets: list[str], out: Path,
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from edgebuild import api
-    from edgebuild.cli import ProgressPrinter
     from edgebuild.plan.planner import build_plan, select_targets
     from edgebuild.report.opcompare import comparisons, text_lines
+    from edgebuild.run.progress import ProgressPrinter
 
     loaded = api.load(args.recipe)
     for name in args.target:
