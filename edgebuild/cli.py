@@ -19,13 +19,13 @@ from edgebuild import __version__
 from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
+from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
+from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.one_line)
 
 if TYPE_CHECKING:
     from edgebuild.cache.signing import Trust
     from edgebuild.cache.store import Store
     from edgebuild.execute.cluster import ClusterSpec
-    from edgebuild.execute.result import StageRun
-    from edgebuild.plan.stage import Stage
     from edgebuild.report.model import SearchReport
 
 EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
@@ -153,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="gc: remove entries created longer ago than this")
     with_cache(p)
     fleet.add_parsers(sub)
+    profiling.add_parser(sub)
     return parser
 
 
@@ -168,35 +169,6 @@ def ci_mode(flag: bool | None) -> bool:
     if flag is not None:
         return flag
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
-def one_line(text: str) -> str:
-    """A converter's message may carry a tool's carriage returns: a CI log shows them
-    as garbage or overwritten lines, so each becomes a space."""
-    return " ".join(text.replace("\r\n", "\n").replace("\r", "\n").splitlines())
-
-
-class ProgressPrinter:
-    """One line per stage event on stderr, never redrawn: fine in a terminal and in CI logs."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-
-    def __call__(self, event: str, item: StageRun | Stage) -> None:
-        from edgebuild.execute.result import StageRun
-
-        if event == "start" and not isinstance(item, StageRun):
-            print(f"        run     {item.id} ...", file=sys.stderr, flush=True)
-            return
-        if not isinstance(item, StageRun):
-            return
-        self.done += 1
-        timing = f" {item.seconds:.1f}s" if item.seconds else ""
-        note = f"  {one_line(item.message)}" if item.message else ""
-        counter = f"[{self.done:>2}/{self.total}]"
-        print(f"{counter} {item.outcome.value:<7} {item.stage.id}{timing}{note}",
-              file=sys.stderr, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -459,11 +431,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from edgebuild.gates.regression import decide
     from edgebuild.report.baseline import latency_samples, load_report
+    from edgebuild.report.opcompare import across_reports, text_lines
 
     base, head = load_report(args.base), load_report(args.head)
     base_samples, head_samples = latency_samples(base), latency_samples(head)
     common = sorted(set(base_samples) & set(head_samples))
-    if not common:
+    per_op = across_reports(base, head)  # each target both profiled: time by op type
+    if not common and not per_op:
         raise EdgebuildError("the two reports share no target with latency samples",
                              f"targets: {sorted(base_samples)} vs {sorted(head_samples)}")
     print("note: the reports were measured in separate runs, so drift of the machine "
@@ -481,12 +455,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
                  g.details.get("conditions", {}).get("load_average")
                  for g in report.gates if g.is_latency}
         print(f"  {name} load average at measurement: {loads}")
+    print("\n".join(text_lines(per_op)), end="\n" if per_op else "")
     return worst
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": cmd_worker,
             "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
-            "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS}
+            "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS,
+            **profiling.COMMANDS}
 
 
 class _DaskOneLine(logging.Filter):

@@ -50,6 +50,9 @@ class LatencyParams(BaseModel):
 
     memory: bool = Field(False, description="Measure the runtime's peak memory after the "
                          "timed runs (the planner sets it for a `memory:` gate).")
+    profile: bool = Field(False, description="Take the per-operator profile (and the "
+                          "memory) as `measure.profile` does, whatever the target says "
+                          "(`edgebuild profile` sets it).")
 
 
 class MeasureLatency(Op):
@@ -86,7 +89,7 @@ class MeasureLatency(Op):
             on_device.where = where
             return _stored(ctx, on_device)
         profiles = io_profiles(ctx.io)
-        asked = settings.profile or params.memory
+        asked = settings.profile or params.memory or params.profile
         rows: dict[str, LatencyFigures] = {}
         samples: dict[str, np.ndarray] = {}
         with backend.runner(ctx.input(), ctx.target, settings.threads) as runner:
@@ -117,7 +120,7 @@ class MeasureLatency(Op):
             first = next(iter(profiles.values()))
             (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=first)
             add_profile_and_memory(record, backend, ctx.input(), ctx.target, feeds, first,
-                                   params.memory)
+                                   params.memory, params.profile)
         if untrusted:
             record.untrusted = f"not cached: {untrusted}"
         return _stored(ctx, record)

@@ -35,18 +35,21 @@ def profiled_runs(p50_ms: float | None) -> int:
 
 def add_profile_and_memory(record: LatencyRecord, backend: Backend, artifact: Artifact,
                            target: Target, feeds: dict[str, np.ndarray],
-                           shapes: dict[str, list[int]], memory: bool) -> None:
-    """Fill `record.profile` (with `measure.profile`) and `record.memory` (with it or a
-    memory gate: `memory`), in that order, after the timed runs."""
+                           shapes: dict[str, list[int]], memory: bool,
+                           profile: bool = False) -> None:
+    """Fill `record.profile` (with `measure.profile`, or `profile`: `edgebuild profile`)
+    and `record.memory` (with either, or a memory gate: `memory`), in that order, after
+    the timed runs."""
     from edgebuild.gates.footprint import measure_memory
 
     threads = target.measure.threads
-    if target.measure.profile:
+    profile = profile or target.measure.profile
+    if profile:
         rows = record.profiles
         first = next(iter(rows.values())) if rows else record
         record.profile = op_profile(backend, artifact, target, threads, feeds, shapes,
                                     profiled_runs(first.p50))
-    if memory or target.measure.profile:
+    if memory or profile:
         record.memory = measure_memory(artifact, target, threads, feeds, shapes)
 
 

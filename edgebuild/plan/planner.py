@@ -240,9 +240,12 @@ def select_targets(loaded: LoadedRecipe, patterns: list[str]) -> list[str]:
 
 
 def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None = None,
-               only: list[str] | None = None) -> Plan:
+               only: list[str] | None = None, profiling: bool = False) -> Plan:
     """The stage graph; `baselines` (target -> import-baseline params) adds A/B stages;
-    `only` (target names) builds just those targets and what they depend on."""
+    `only` (target names) builds just those targets and what they depend on. With
+    `profiling` (`edgebuild profile`: run/profile.py), each target gets its chain, its
+    compile and a measure-latency that takes a per-operator profile, and nothing its
+    gates measure."""
     recipe = loaded.recipe
     b = _Builder(loaded)
     plan = Plan(loaded, b.graph)
@@ -253,13 +256,16 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
         source = b.add("prepost-onnx", {}, {"model": source}, uses_source=True)
     for name in only if only is not None else recipe.targets:
         try:
-            _target(b, plan, name, source, from_torch, baselines)
+            if profiling:
+                _profiled(b, plan, name, source, from_torch)
+            else:
+                _target(b, plan, name, source, from_torch, baselines)
         except PlanError as exc:
             # Name the recipe line: the target whose chain or search could not be built.
             raise exc.at(loaded.doc.locate(("targets", name))[0]) from None
     for name, stages in plan.targets.items():
         gate = recipe.targets[name].gates.speedup
-        if gate is not None:
+        if gate is not None and not profiling:
             runs = stages.device_build or stages.compiled
             folded: dict[str, Any] = ({"folded": plan.stage(runs).folded}
                                       if plan.stage(runs).folded else {})
@@ -268,6 +274,22 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
                 {"model": runs, "baseline": _build_of(b, gate.over, source, from_torch)},
                 name, measures=True, **folded)
     return plan
+
+
+def _profiled(b: _Builder, plan: Plan, name: str, source: str | None,
+              from_torch: bool) -> None:
+    """One target's chain and compile, and a measure-latency with the profile on (its
+    params say so unless the target's `measure.profile` already does: then the stage is
+    the one a run with the recipe has, cached or not)."""
+    entry = b.loaded.recipe.targets[name]
+    if entry.search is not None:
+        raise PlanError(f"target '{name}' is a search: which candidate it builds is known "
+                        "only after a run", "set `measure: {profile: true}` on it and "
+                        "`edgebuild run` it: the report shows the chosen candidate's profile")
+    passes = [*(b.loaded.recipe.passes if entry.inherit_passes else []), *entry.passes]
+    chain = _Chain(b, name, source, "pytorch" if from_torch else "onnx")
+    plan.targets[name] = _measured(b, chain, passes, Gates(), source, None,
+                                   always_latency=True, profile=True)
 
 
 def _build_of(b: _Builder, name: str, source: str | None, from_torch: bool) -> str:
@@ -334,7 +356,7 @@ def select_params(loaded: LoadedRecipe, target: str, names: list[str]) -> dict[s
 
 def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
               source: str | None, baseline: dict[str, Any] | None,
-              always_latency: bool = False) -> TargetStages:
+              always_latency: bool = False, profile: bool = False) -> TargetStages:
     """Append `passes` and the compile to `chain`, then the stages its gates measure."""
     name = chain.target
     info = b.loaded.targets[name]
@@ -364,6 +386,8 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
         # one its params stay {} and its key what it was. `measure.profile` is read from
         # the target's settings (in the key with the rest of the profile).
         params = {"memory": True} if gates.memory is not None else {}
+        if profile and not info.measure.profile:
+            params["profile"] = True  # `edgebuild profile` (its own key: it profiles)
         stages.latency = b.add("measure-latency", params, {"model": runs}, name,
                                measures=True, **folded)
         if baseline is not None and (gates.latency is not None or always_latency):

@@ -15,7 +15,7 @@ import re
 from html import escape
 
 from edgebuild.gates.result import GateResult, GateStatus
-from edgebuild.report import svg
+from edgebuild.report import opcompare, svg
 from edgebuild.report.model import Report, SearchReport, TargetReport
 from edgebuild.report.profile import html_section as op_profile_section
 from edgebuild.report.render import _contained, _verdict, adds
@@ -96,6 +96,7 @@ def html_page(report: Report) -> str:
             f'<span class="verdict {"ok" if good else "bad"}">{escape(verdict)}</span></h1>',
             _header(report), _overview(report), _tradeoff(report)]
     body += [_target(report, t) for t in report.targets]
+    body.append(opcompare.html_section(opcompare.comparisons(report)))
     body += [_baseline(report), _failed(report), _graph(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

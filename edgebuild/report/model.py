@@ -99,6 +99,9 @@ class TargetReport(BaseModel):
     memory: Memory | None = Field(
         None, description="The runtime's peak memory for load + inference (with "
         "`measure.profile` or a `memory:` gate).")
+    speedup_over: str | None = Field(
+        None, description="The target its `speedup:` gate compares with (the per-op "
+        "comparison pairs them: docs/profiles.md).")
 
     @property
     def passed(self) -> bool:

@@ -17,7 +17,7 @@ TOP = 10  # operators listed by time
 TYPES = 8  # op types listed
 
 
-def _measured(profile: OpProfile) -> str:
+def measured_line(profile: OpProfile) -> str:
     """One line: where the profile comes from and how it adds up."""
     parts = [profile.source or "profile", f"{profile.runs or 0} runs"]
     if profile.threads:
@@ -28,7 +28,7 @@ def _measured(profile: OpProfile) -> str:
     return ", ".join(parts)
 
 
-def _memory_text(memory: Memory) -> str:
+def memory_text(memory: Memory) -> str:
     if memory.peak_mb is None:
         return memory.unmeasurable or "not measured"
     extra = (f" (loaded: {memory.init_mb:.1f} MB; the Python process around it "
@@ -46,13 +46,13 @@ def markdown_lines(report: Report) -> list[str]:
             continue
         lines += ["", f"### Where the time and memory go: {md(target.name)}", ""]
         if memory is not None:
-            lines += [f"Memory: {md(_memory_text(memory))}.", ""]
+            lines += [f"Memory: {md(memory_text(memory))}.", ""]
         if profile is None:
             continue
         if profile.unmeasurable:
             lines += [f"Profile: {md(profile.unmeasurable)}."]
             continue
-        lines += [f"Profile: {md(_measured(profile))}.", "",
+        lines += [f"Profile: {md(measured_line(profile))}.", "",
                   "| op type | ms a run | share |", "|---|---|---|"]
         total = profile.ops_ms or 0.0
         for kind, ms in list(profile.by_type().items())[:TYPES]:
@@ -81,13 +81,13 @@ def html_section(t: TargetReport) -> str:
         return ""
     parts = ["<h3>Where the time and memory go</h3>"]
     if memory is not None:
-        parts.append(f'<p class="meta">Memory: {escape(_memory_text(memory))}.</p>')
+        parts.append(f'<p class="meta">Memory: {escape(memory_text(memory))}.</p>')
     if profile is None:
         return "".join(parts)
     if profile.unmeasurable:
         parts.append(f'<p class="meta">Profile: {escape(profile.unmeasurable)}.</p>')
         return "".join(parts)
-    parts.append(f'<p class="meta">Profile: {escape(_measured(profile))}. Bars: share of '
+    parts.append(f'<p class="meta">Profile: {escape(measured_line(profile))}. Bars: share of '
                  "the summed op time.</p>")
     total = profile.ops_ms or 0.0
     rows = "".join(

@@ -126,6 +126,9 @@ def markdown(report: Report) -> str:
     from edgebuild.report.profile import markdown_lines  # it uses md(): imported here
 
     lines += markdown_lines(report)
+    from edgebuild.report import opcompare
+
+    lines += opcompare.markdown_lines(opcompare.comparisons(report))
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:
         lines += ["", "### Details", ""]

@@ -71,6 +71,9 @@ class RunOptions:
     # [] reads $EDGEBUILD_SHARED_CACHE_TRUST. The reader's own key is always trusted.
     shared_cache_trust: list[str] = field(default_factory=list)
     shared_cache_key: Path | None = None  # the writer's key (default: made in ~/.config)
+    # `edgebuild profile` (run/profile.py): plan each target's chain, compile and a
+    # profiling measure-latency only (plan/planner.py build_plan's `profiling`).
+    profiling: bool = False
 
 
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
@@ -111,7 +114,7 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         baselines = baseline_artifacts(options.baseline, {
             name: info.backend for name, info in loaded.targets.items()})
     only = select_targets(loaded, options.targets) if options.targets else None
-    built = build_plan(loaded, baselines, only)
+    built = build_plan(loaded, baselines, only, options.profiling)
     store = Store(cache_dir)
     resolver = KeyResolver(built, store)
     # User mistakes in files and datasets surface here, before any work starts.
@@ -295,7 +298,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             gates=gates, search=search_report,
             notes=notes_of(compiled) if compiled else {},
             precision=compiled.precision_label if compiled else "",
-            model=model, op_profile=op_profile, memory=memory))
+            model=model, op_profile=op_profile, memory=memory,
+            speedup_over=entry.gates.speedup.over if entry.gates.speedup else None))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,
         inputs=run.stage.upstream, outcome=run.outcome.value,
