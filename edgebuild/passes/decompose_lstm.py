@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
+from edgebuild.passes.fold_inputs import OutputCheck
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,14 +40,8 @@ HINT = ("decompose-lstm writes out one-step, forward LSTMs with constant weights
         "ONNX's default activations; leave this pass out for this model")
 
 
-class DecomposeParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    check_samples: int = Field(
-        4, ge=0, description="Seeded random inputs on which ONNX Runtime must give the same "
-        "outputs before and after (0: no check).")
-    atol: float = Field(1e-5, ge=0, description="Absolute tolerance of that check.")
-    rtol: float = Field(1e-4, ge=0, description="Relative tolerance of that check.")
+class DecomposeParams(OutputCheck):
+    """How the decomposed graph is checked against the original."""
 
 
 class DecomposeLstm(Op):

@@ -27,7 +27,7 @@ moves it from `io.inputs` to `io.folded`), so no runner, dataset or latency feed
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,10 +40,20 @@ if TYPE_CHECKING:
 CONTROL_FLOW = ("If", "Loop")
 
 
-class FoldParams(BaseModel):
-    """Which declared-constant inputs to bind, and how the result is folded and checked."""
+class OutputCheck(BaseModel):
+    """How a graph rewrite is checked: ONNX Runtime's outputs before and after it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check_samples: int = Field(
+        4, ge=0, description="Seeded random inputs on which ONNX Runtime must give the same "
+        "outputs before and after the rewrite (0: no check).")
+    atol: float = Field(1e-5, ge=0, description="Absolute tolerance of that check.")
+    rtol: float = Field(1e-4, ge=0, description="Relative tolerance of that check.")
+
+
+class FoldParams(OutputCheck):
+    """Which declared-constant inputs to bind, and how the result is folded and checked."""
 
     inputs: list[str] = Field(
         min_length=1, description="Inputs to bind into the graph as constants. Each must be "
@@ -55,11 +65,6 @@ class FoldParams(BaseModel):
     simplifier: Literal["onnxslim", "onnxsim"] = Field(
         "onnxslim", description="Constant folder that replaces an `If` on a constant by "
         "its branch.")
-    check_samples: int = Field(
-        4, ge=0, description="Seeded random inputs on which ONNX Runtime must give the same "
-        "outputs before and after folding (0: no check).")
-    atol: float = Field(1e-5, ge=0, description="Absolute tolerance of that check.")
-    rtol: float = Field(1e-4, ge=0, description="Relative tolerance of that check.")
 
 
 class FoldInputs(Op):
@@ -186,17 +191,6 @@ def _simplify(model: onnx.ModelProto, simplifier: str) -> onnx.ModelProto:
 
     slimmed: onnx.ModelProto = onnxslim.slim(model)
     return slimmed
-
-
-class OutputCheck(Protocol):
-    """The check's settings, as fold-inputs' and decompose-lstm's params carry them."""
-
-    @property
-    def check_samples(self) -> int: ...
-    @property
-    def atol(self) -> float: ...
-    @property
-    def rtol(self) -> float: ...
 
 
 def _same_outputs(original: Path, folded: Path, tensors: list[dict[str, Any]],
