@@ -17,8 +17,8 @@ verdict, for a threshold t:
     CI high < 1 + t  -> no regression (passes)
     otherwise        -> undecided: the machine was too noisy to tell (warns)
 
-A regression also has to exceed RESOLUTION_MS in absolute terms. Two runtime sessions
-of the *same* model differ persistently by up to ±30 % when a run takes tens of
+A slowdown (a threshold t >= 0) also has to exceed RESOLUTION_MS in absolute terms.
+Two runtime sessions of the *same* model differ persistently by up to ±30 % when a run takes tens of
 microseconds (which core each session's threads landed on; measured on a 2-core EPYC VM:
 ratios 0.68–1.24 over six paired measurements of a 0.02 ms model), and interleaving
 cannot cancel a difference that lasts the whole measurement. Below that floor the gate
@@ -58,7 +58,7 @@ class Verdict:
             return f"slower than the baseline by {where}, past the {self.threshold:.0%} threshold"
         if self.decision == "ok":
             return f"no regression: {where}, within the {self.threshold:.0%} threshold"
-        if self.low > 1 + self.threshold:  # slower by a ratio, but by too little time
+        if self.low > 1 + self.threshold >= 1:  # slower by a ratio, but by too little time
             return (f"undecided: {where}, but only {self.slower_ms * 1000:+.0f} µs per run, "
                     f"below the {RESOLUTION_MS * 1000:.0f} µs two runtime sessions of one "
                     "model differ by on a CPU; time it on the device or with a larger input")
@@ -89,7 +89,11 @@ def decide(baseline: np.ndarray, candidate: np.ndarray, threshold: float,
     ratio = float(np.median(ratios))
     limit = 1 + threshold
     slower = float(np.median(candidate[:blocks]) - np.median(baseline[:blocks]))
-    decision = ("regression" if low > limit and slower >= RESOLUTION_MS
+    # The floor is for a slowdown (threshold >= 0: regression, select). A speed-up gate
+    # (threshold < 0: "at least 1/(1+t)× as fast") fails a build that is not faster
+    # enough, however few microseconds that is.
+    beyond_floor = threshold < 0 or slower >= RESOLUTION_MS
+    decision = ("regression" if low > limit and beyond_floor
                 else "ok" if high < limit else "undecided")
     return Verdict(ratio, low, high, threshold, blocks, decision, slower)
 

@@ -76,3 +76,12 @@ def test_a_slowdown_of_a_few_microseconds_is_undecided_not_a_regression() -> Non
     assert "µs per run, below the 50 µs" in tiny.sentence()
     large = decide(blocks(rng, 1.0, drift), blocks(rng, 1.4, drift), threshold=0.10)
     assert large.regressed and large.slower_ms > 1
+
+
+def test_the_floor_does_not_excuse_a_build_that_is_not_faster_enough() -> None:
+    """A speed-up gate (threshold < 0) fails a tiny model that is not 100× faster: the
+    floor is for small slowdowns of one model, not for a speed-up that never came."""
+    rng = np.random.default_rng(6)
+    drift = np.ones(20)
+    same = decide(blocks(rng, 0.01, drift), blocks(rng, 0.01, drift), threshold=1 / 100 - 1)
+    assert same.regressed
