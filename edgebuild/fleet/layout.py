@@ -91,6 +91,15 @@ class Records:
     def read_blob(self, descriptor: Descriptor) -> bytes:
         raise NotImplementedError
 
+    def put(self, media_type: str, data: bytes, annotations: dict[str, str] | None = None,
+            artifact_type: str | None = None) -> Descriptor:
+        raise NotImplementedError
+
+    def put_json(self, media_type: str, record: ImageManifest | ImageIndex,
+                 annotations: dict[str, str] | None = None) -> Descriptor:
+        return self.put(media_type, canonical(record.to_json()), annotations,
+                        record.artifact_type)
+
     def manifest(self, descriptor: Descriptor) -> ImageManifest:
         return parse_record(ImageManifest, self.read_blob(descriptor), descriptor.digest)
 
@@ -129,11 +138,6 @@ class Layout(Records):
             _atomic_write(path, data)
             self.written += 1
         return descriptor
-
-    def put_json(self, media_type: str, record: ImageManifest | ImageIndex,
-                 annotations: dict[str, str] | None = None) -> Descriptor:
-        return self.put(media_type, canonical(record.to_json()), annotations,
-                        record.artifact_type)
 
     def put_file(self, media_type: str, path: Path, sha256: str, size: int,
                  annotations: dict[str, str]) -> Descriptor:

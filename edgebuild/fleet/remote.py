@@ -42,9 +42,6 @@ from edgebuild.fleet.records import (
     MANIFEST,
     MAX_JSON,
     Descriptor,
-    ImageIndex,
-    ImageManifest,
-    canonical,
     describe,
     sha256_digest,
 )
@@ -109,11 +106,6 @@ class Registry(Records):
         elif not self._has_blob(descriptor.digest):
             self._upload(descriptor.digest, data)
         return descriptor
-
-    def put_json(self, media_type: str, record: ImageManifest | ImageIndex,
-                 annotations: dict[str, str] | None = None) -> Descriptor:
-        return self.put(media_type, canonical(record.to_json()), annotations,
-                        record.artifact_type)
 
     def put_file(self, media_type: str, path: Path, sha256: str, size: int,
                  annotations: dict[str, str]) -> Descriptor:
