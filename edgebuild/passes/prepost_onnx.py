@@ -150,7 +150,9 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
                                     const("axis", [axis])])
 
     heads = [graph.outputs[i] for i in spec.model_outputs]
-    if spec.head is Head.BOXES_SCORES:
+    if spec.head is Head.GFL:
+        boxes, scores = _gfl(graph, spec, model_input, const, cut)
+    elif spec.head is Head.BOXES_SCORES:
         boxes, scores = heads
     elif spec.head is Head.YOLOV8:  # [1, 4 + C, N] -> rows [1, N, 4 + C]
         rows = _op(graph, "Transpose", [heads[0]], {"perm": [0, 2, 1]})
@@ -209,6 +211,73 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
 
     graph.outputs = [padded(boxes, 0.0, [d, 4], names[0]), padded(best, 0.0, [d], names[1]),
                      padded(classes, -1.0, [d], names[2])]
+
+
+def _static(shape: Any) -> list[int] | None:
+    """A tensor's shape when every dimension is a number."""
+    dims = list(shape or [])
+    return dims if dims and all(isinstance(d, int) and d > 0 for d in dims) else None
+
+
+def _gfl(graph: Any, spec: DetectionPost, model_input: Any, const: Any, cut: Any
+         ) -> tuple[Any, Any]:
+    """A GFL head decoded: boxes `[N, 4]` (x1, y1, x2, y2 pixels), scores `[1, N, C]`.
+
+    Each box side is the expectation of a softmax over `reg_max + 1` bins, in strides,
+    from its anchor point (PP-PicoDet's and NanoDet's distribution focal loss head).
+    The file has either the class scores per stride and then the distributions per
+    stride (PaddleDetection's export) or one `[1, N, C + 4 (reg_max + 1)]` output."""
+    import numpy as np
+
+    from edgebuild.recipe.prepost import gfl_priors
+
+    strides = spec.strides or []
+    size = _static(getattr(model_input, "shape", None))
+    if size is None or len(size) != 4:
+        raise StageError("`head: gfl` places anchor points by the model input's height and "
+                         "width, but the ONNX file's input has no fixed NCHW shape "
+                         f"({getattr(model_input, 'shape', None)})",
+                         "export at a fixed input size, or pin it with the recipe's inputs")
+    centres, scale = gfl_priors(strides, size[2], size[3], spec.grid_offset)
+    points, bins = len(centres), spec.reg_max + 1
+    outputs = list(graph.outputs)
+    if len(outputs) == 2 * len(strides):
+        score_maps, dist_maps = outputs[:len(strides)], outputs[len(strides):]
+        scores = _op(graph, "Concat", score_maps, {"axis": 1})
+        dists = _op(graph, "Concat", dist_maps, {"axis": 1})
+        expected = [[1, -(-size[2] // s) * -(-size[3] // s)] for s in strides]
+        for name, maps in (("class scores", score_maps), ("box distributions", dist_maps)):
+            for tensor, (batch, count), stride in zip(maps, expected, strides, strict=True):
+                shape = _static(tensor.shape)
+                if shape is not None and shape[:2] != [batch, count]:
+                    raise StageError(
+                        f"`head: gfl`: output {tensor.name!r} ({name} at stride {stride}) is "
+                        f"{shape}, but a {size[2]}x{size[3]} input has {count} points at "
+                        f"stride {stride}", "check `strides` and their order, and the input")
+    elif len(outputs) == 1:
+        shape = _static(outputs[0].shape)
+        classes = shape[-1] - 4 * bins if shape is not None else 0
+        if shape is None or classes < 1 or shape[-2] != points:
+            raise StageError(f"`head: gfl` with one output needs it [1, {points}, C + "
+                             f"{4 * bins}] for these strides and reg_max, not {shape}",
+                             "check `strides`, `reg_max` and the input size")
+        scores = cut(outputs[0], 0, classes, -1)
+        dists = cut(outputs[0], classes, _END, -1)
+    else:
+        raise StageError(f"`head: gfl` reads the class scores and box distributions of "
+                         f"{len(strides)} strides: {2 * len(strides)} outputs (or one "
+                         f"combined), but the file has {len(outputs)}",
+                         "check `strides` against the file's outputs")
+    probs = _op(graph, "Softmax", [_op(graph, "Reshape", [dists, const("shape", [-1, bins])])],
+                {"axis": 1})  # [4 N, bins]; a 2-D softmax means the same in every opset
+    expect = _op(graph, "MatMul", [probs, const("bins", np.arange(bins).reshape(bins, 1),
+                                                np.float32)])
+    sides = _op(graph, "Reshape", [expect, const("shape", [-1, 4])])  # l, t, r, b in strides
+    sides = _op(graph, "Mul", [sides, const("strides", scale, np.float32)])
+    boxes = _op(graph, "Add", [const("anchor_points", centres, np.float32),
+                               _op(graph, "Mul", [sides, const("sides", [-1, -1, 1, 1],
+                                                               np.float32)])])
+    return boxes, scores
 
 
 class PrepostOnnx(Op):

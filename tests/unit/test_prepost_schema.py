@@ -96,3 +96,31 @@ def test_core_ml_on_an_onnx_source_says_it_takes_pytorch(tmp_path: Path) -> None
     assert "r.yaml:6:" in problem and "target 'iphone'" in problem
     assert "takes pytorch models, not this ONNX source" in problem
     assert "cannot build NMS into the model" in problem and "`factory:`" in problem
+
+
+def test_gfl_needs_strides_at_its_line(tmp_path: Path) -> None:
+    (problem,) = problems_of(write(tmp_path, "{head: gfl}"))
+    assert "r.yaml:6:" in problem and "`head: gfl` needs `strides`" in problem
+
+
+def test_strides_belong_to_gfl(tmp_path: Path) -> None:
+    (problem,) = problems_of(write(tmp_path, "{head: yolov8, strides: [8, 16]}"))
+    assert "r.yaml:6:" in problem and "`strides` belongs to `head: gfl`" in problem
+
+
+def test_gfl_reads_every_output_and_decodes_corners(tmp_path: Path) -> None:
+    (problem,) = problems_of(write(tmp_path, "{head: gfl, strides: [8], output: 0, "
+                                             "box_format: xyxy}"))
+    assert "r.yaml:6:" in problem and "drop `output`, `box_format`" in problem
+
+
+def test_gfl_anchor_points_follow_paddle_detection() -> None:
+    """ceil(size / stride) points each way, row-major, stride by stride, at +offset."""
+    from edgebuild.recipe.prepost import gfl_priors
+
+    centres, strides = gfl_priors([8, 64], 800, 608, 0.5)
+    assert len(centres) == 100 * 76 + 13 * 10 and strides[-1, 0] == 64
+    assert centres[0].tolist() == [4, 4, 4, 4] and centres[1].tolist() == [12, 4, 12, 4]
+    assert centres[76].tolist() == [4, 12, 4, 12]  # the second row
+    assert centres[-1].tolist() == [9.5 * 64, 12.5 * 64] * 2
+    assert gfl_priors([8], 16, 16, 0.0)[0][:, 0].tolist() == [0, 8, 0, 8]
