@@ -1,0 +1,226 @@
+"""LiteRT's C API profiler, run in a process of its own (`python -m` this module).
+
+ai-edge-litert's Python Interpreter and CompiledModel expose no profiler (CompiledModel's
+Options carry no runtime options), but the `libLiteRt.so` it ships exports the C API's:
+
+    LiteRtCreateEnvironment ─ LiteRtCreateModelFromFile ─ LiteRtCreateOptions
+      + opaque options "runtime_options_string" = "enable_profiling = true"  (TOML)
+      + opaque options "cpu_delegate" = "num_threads = N" (kernel_mode = 2: builtin)
+    LiteRtCreateCompiledModel ─ LiteRtCompiledModelGetProfiler
+    warm-up runs ─ LiteRtResetProfiler ─ LiteRtStartProfiler ─ runs ─ LiteRtStopProfiler
+    LiteRtGetNumProfilerEvents ─ LiteRtGetProfilerEvents (ProfiledEventData[])
+
+Signatures, the option identifiers and payload keys, and the struct layouts are LiteRT's
+at the commit that set the SDK version to 2.3.0 (the installed ai-edge-litert):
+google-ai-edge/LiteRT@19a1585ff7c66779793d339fa7f85fc5a58f4db0, files
+litert/c/litert_profiler.h, litert/c/litert_profiler_event.h (ProfiledEventData),
+litert/c/litert_compiled_model.h, litert/c/litert_opaque_options.h,
+litert/runtime/litert_runtime_options.{h,cc} (identifier and TOML keys),
+litert/runtime/litert_cpu_options.h, litert/c/options/litert_cpu_options.h (kernel
+modes), litert/c/litert_layout.h and litert_model_types.h (LiteRtRankedTensorType).
+
+A struct that does not match the library can crash the process, hence a process of its
+own (profile.py starts it); the parent gets one JSON line, a `LiteRtProfile` record.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import StrictStr
+
+from edgebuild.measure.record import Record
+
+RUNTIME_OPTIONS = b"runtime_options_string"  # LiteRtRuntimeOptionsT::Identifier()
+CPU_OPTIONS = b"cpu_delegate"  # LiteRtCpuOptionsT::Identifier()
+KERNEL_MODE_BUILTIN = 2  # kLiteRtCpuKernelModeBuiltin
+HW_CPU = 1  # kLiteRtHwAcceleratorCpu
+LOCK_WRITE = 1  # kLiteRtTensorBufferLockModeWrite
+MAX_RANK = 8  # LITERT_TENSOR_MAX_RANK
+
+
+class LiteRtEvent(Record):
+    """One ProfiledEventData: tag, event type (tflite::Profiler::EventType bits),
+    metadata1 (a TFLite node index, or a delegate's own operator index), elapsed µs."""
+
+    tag: StrictStr
+    type: int
+    index: int
+    us: int
+
+
+class LiteRtProfile(Record):
+    """What the profiling process returns: every event of the profiled runs, in the
+    order the profiler recorded them, and each run's wall time around the C call."""
+
+    events: list[LiteRtEvent]
+    walls_ms: list[float]
+    threads: int
+    kernels: StrictStr  # "xnnpack" or "builtin"
+
+
+class _Memory(ctypes.Structure):  # LiteRtMemoryUsage
+    _fields_ = [("total", ctypes.c_size_t), ("in_use", ctypes.c_size_t),
+                ("private", ctypes.c_size_t)]
+
+
+class _Event(ctypes.Structure):  # ProfiledEventData (C definition)
+    _fields_ = [("tag", ctypes.c_char_p), ("event_type", ctypes.c_int),
+                ("start_us", ctypes.c_uint64), ("elapsed_us", ctypes.c_uint64),
+                ("begin_mem", _Memory), ("end_mem", _Memory),
+                ("metadata1", ctypes.c_uint64), ("metadata2", ctypes.c_uint64),
+                ("source", ctypes.c_int)]
+
+
+class _Layout(ctypes.Structure):  # LiteRtLayout: rank:7 and has_strides:1 in one uint
+    _fields_ = [("bits", ctypes.c_uint), ("dimensions", ctypes.c_int32 * MAX_RANK),
+                ("strides", ctypes.c_uint32 * MAX_RANK)]
+
+
+class _RankedType(ctypes.Structure):  # LiteRtRankedTensorType
+    _fields_ = [("element_type", ctypes.c_int), ("layout", _Layout)]
+
+
+assert ctypes.sizeof(_Layout) == 68  # litert_layout.h's static_assert
+
+
+class LiteRtError(RuntimeError):
+    pass
+
+
+class _Api:
+    """The library and a status check around each call."""
+
+    def __init__(self) -> None:
+        import ai_edge_litert
+
+        self.lib = ctypes.CDLL(str(Path(ai_edge_litert.__file__).parent / "libLiteRt.so"))
+
+    def __call__(self, name: str, *args: Any) -> None:
+        status = getattr(self.lib, name)(*args)
+        if status != 0:
+            raise LiteRtError(f"{name} returned LiteRtStatus {status}")
+
+
+def profile(model: Path, feeds: dict[str, Any], threads: int, builtin: bool,
+            warmup: int, runs: int) -> LiteRtProfile:
+    """`warmup` runs, then `runs` profiled ones of signature 0 with `feeds` (by signature
+    input name, already in the model's layout and dtype)."""
+    api = _Api()
+    ptr = ctypes.c_void_p
+    size = ctypes.c_size_t
+    env, model_h, options, compiled = ptr(), ptr(), ptr(), ptr()
+    api("LiteRtCreateEnvironment", 0, None, ctypes.byref(env))
+    api("LiteRtCreateModelFromFile", env, str(model).encode(), ctypes.byref(model_h))
+    api("LiteRtCreateOptions", ctypes.byref(options))
+    api("LiteRtSetOptionsHardwareAccelerators", options, HW_CPU)
+    keep: list[Any] = []  # payloads the options point at, alive until the end
+    no_destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: None)
+    cpu = f"num_threads = {threads}\n" + (f"kernel_mode = {KERNEL_MODE_BUILTIN}\n"
+                                          if builtin else "")
+    for identifier, toml in ((RUNTIME_OPTIONS, "enable_profiling = true\n"),
+                             (CPU_OPTIONS, cpu)):
+        payload = ctypes.create_string_buffer(toml.encode())
+        opaque = ptr()
+        api("LiteRtCreateOpaqueOptions", ctypes.c_char_p(identifier),
+            ctypes.cast(payload, ptr), no_destructor, ctypes.byref(opaque))
+        api("LiteRtAddOpaqueOptions", options, opaque)
+        keep.append(payload)
+    api("LiteRtCreateCompiledModel", env, model_h, options, ctypes.byref(compiled))
+    signature = ptr()
+    api("LiteRtGetModelSignature", model_h, size(0), ctypes.byref(signature))
+    inputs = _buffers(api, env, compiled, signature, "Input", feeds)
+    outputs = _buffers(api, env, compiled, signature, "Output", None)
+    in_array = (ptr * len(inputs))(*inputs)
+    out_array = (ptr * len(outputs))(*outputs)
+
+    def run() -> None:
+        api("LiteRtRunCompiledModel", compiled, size(0), size(len(inputs)), in_array,
+            size(len(outputs)), out_array)
+
+    profiler = ptr()
+    api("LiteRtCompiledModelGetProfiler", compiled, ctypes.byref(profiler))
+    if not profiler.value:
+        raise LiteRtError("LiteRtCompiledModelGetProfiler gave no profiler: the runtime "
+                          "options' enable_profiling was not read")
+    for _ in range(warmup):
+        run()
+    api("LiteRtResetProfiler", profiler)
+    api("LiteRtStartProfiler", profiler)
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        run()
+        walls.append((time.perf_counter_ns() - start) / 1e6)
+    api("LiteRtStopProfiler", profiler)
+    count = ctypes.c_int()
+    api("LiteRtGetNumProfilerEvents", profiler, ctypes.byref(count))
+    events = (_Event * count.value)()
+    api("LiteRtGetProfilerEvents", profiler, count, events)
+    found = [LiteRtEvent(tag=(e.tag or b"").decode(errors="replace"), type=e.event_type,
+                         index=ctypes.c_int64(e.metadata1).value, us=int(e.elapsed_us))
+             for e in events]
+    for buffer in inputs + outputs:
+        api.lib.LiteRtDestroyTensorBuffer(buffer)
+    api.lib.LiteRtDestroyCompiledModel(compiled)
+    api.lib.LiteRtDestroyOptions(options)
+    api.lib.LiteRtDestroyModel(model_h)
+    api.lib.LiteRtDestroyEnvironment(env)
+    return LiteRtProfile(events=found, walls_ms=walls, threads=threads,
+                         kernels="builtin" if builtin else "xnnpack")
+
+
+def _buffers(api: _Api, env: Any, compiled: Any, signature: Any, kind: str,
+             feeds: dict[str, Any] | None) -> list[Any]:
+    """Managed buffers for the signature's inputs (filled with `feeds`) or outputs."""
+    import numpy as np
+
+    size = ctypes.c_size_t
+    count = size()
+    api(f"LiteRtGetNumSignature{kind}s", signature, ctypes.byref(count))
+    found = []
+    for i in range(count.value):
+        tensor, requirements, buffer = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        ranked = _RankedType()
+        api(f"LiteRtGetSignature{kind}TensorByIndex", signature, size(i), ctypes.byref(tensor))
+        api("LiteRtGetRankedTensorType", tensor, ctypes.byref(ranked))
+        api(f"LiteRtGetCompiledModel{kind}BufferRequirements", compiled, size(0), size(i),
+            ctypes.byref(requirements))
+        api("LiteRtCreateManagedTensorBufferFromRequirements", env, ctypes.byref(ranked),
+            requirements, ctypes.byref(buffer))
+        found.append(buffer)
+        if feeds is None:
+            continue
+        name = ctypes.c_char_p()
+        api("LiteRtGetSignatureInputName", signature, size(i), ctypes.byref(name))
+        data = np.ascontiguousarray(feeds[(name.value or b"").decode()]).tobytes()
+        nbytes, host = size(), ctypes.c_void_p()
+        api("LiteRtGetTensorBufferSize", buffer, ctypes.byref(nbytes))
+        if nbytes.value < len(data):
+            raise LiteRtError(f"input {name.value!r}: {len(data)} bytes for a buffer of "
+                              f"{nbytes.value}")
+        api("LiteRtLockTensorBuffer", buffer, ctypes.byref(host), LOCK_WRITE)
+        ctypes.memmove(host, data, len(data))
+        api("LiteRtUnlockTensorBuffer", buffer)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    import numpy as np
+
+    spec = json.loads(Path(argv[0]).read_text())
+    with np.load(spec["feeds"], allow_pickle=False) as stored:
+        feeds = {name: stored[key] for name, key in spec["inputs"].items()}
+    found = profile(Path(spec["model"]), feeds, int(spec["threads"]), bool(spec["builtin"]),
+                    int(spec["warmup"]), int(spec["runs"]))
+    sys.stdout.write("\n" + json.dumps(found.to_json()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
