@@ -37,7 +37,7 @@ from edgebuild.measure.record import OpProfile, OpRow
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.backends.tflite.litert_c import LiteRtEvent, LiteRtProfile
+    from edgebuild.backends.tflite.litert_c import LiteRtEvent
 
 WARMUP = 3
 TIMEOUT_S = 600
