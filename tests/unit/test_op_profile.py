@@ -159,7 +159,8 @@ def test_about_a_second_of_runs_is_profiled() -> None:
 
 def _profiled() -> TargetReport:
     profile = OpProfile(source="onnxruntime profiler", runs=10, wall_ms=2.0, ops_ms=1.5,
-                        note=EVIL, rows=[OpRow(node=EVIL, op_type=EVIL, exec=EVIL, ms=1.0, share=2 / 3,
+                        note=EVIL,
+                        rows=[OpRow(node=EVIL, op_type=EVIL, exec=EVIL, ms=1.0, share=2 / 3,
                                     onnx_nodes=[EVIL], fused=True),
                               OpRow(node="b", op_type="Relu", ms=0.5, share=1 / 3)])
     return TargetReport(name="host-cpu", profile="host-cpu", backend="onnxruntime",
