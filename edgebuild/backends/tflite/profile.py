@@ -81,6 +81,10 @@ def op_profile(model: Path, io: dict[str, Any], threads: int | None, use_xnnpack
                 capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise StageError(f"the TFLite profile took over {TIMEOUT_S} s") from None
+    if done.returncode < 0:  # a signal: most likely a struct that does not fit this library
+        raise StageError(f"the LiteRT profiling process died of signal {-done.returncode}",
+                         "litert_c.py binds ai-edge-litert 2.3.0's C API; another version "
+                         "may lay its structs out differently")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise StageError(f"the LiteRT profiling process failed: {last[:300]}")
