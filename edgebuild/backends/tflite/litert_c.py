@@ -14,7 +14,8 @@ Signatures, the option identifiers and payload keys, and the struct layouts are 
 at the commit that set the SDK version to 2.3.0 (the installed ai-edge-litert):
 google-ai-edge/LiteRT@19a1585ff7c66779793d339fa7f85fc5a58f4db0, files
 litert/c/litert_profiler.h, litert/c/litert_profiler_event.h (ProfiledEventData),
-litert/c/litert_compiled_model.h, litert/c/litert_opaque_options.h,
+litert/c/litert_compiled_model.h, litert/c/litert_tensor_buffer{,_types}.h,
+litert/c/litert_opaque_options.h,
 litert/runtime/litert_runtime_options.{h,cc} (identifier and TOML keys),
 litert/runtime/litert_cpu_options.h, litert/c/options/litert_cpu_options.h (kernel
 modes), litert/c/litert_layout.h and litert_model_types.h (LiteRtRankedTensorType).
@@ -40,7 +41,8 @@ RUNTIME_OPTIONS = b"runtime_options_string"  # LiteRtRuntimeOptionsT::Identifier
 CPU_OPTIONS = b"cpu_delegate"  # LiteRtCpuOptionsT::Identifier()
 KERNEL_MODE_BUILTIN = 2  # kLiteRtCpuKernelModeBuiltin
 HW_CPU = 1  # kLiteRtHwAcceleratorCpu
-LOCK_WRITE = 1  # kLiteRtTensorBufferLockModeWrite
+ALIGNMENT = 64  # LITERT_HOST_MEMORY_BUFFER_ALIGNMENT: an unaligned host buffer is refused
+SPARE = 1 << 20  # bytes an output buffer has at least
 MAX_RANK = 8  # LITERT_TENSOR_MAX_RANK
 
 
@@ -134,8 +136,8 @@ def profile(model: Path, feeds: dict[str, Any], threads: int, builtin: bool,
     api("LiteRtCreateCompiledModel", env, model_h, options, ctypes.byref(compiled))
     signature = ptr()
     api("LiteRtGetModelSignature", model_h, size(0), ctypes.byref(signature))
-    inputs = _buffers(api, env, compiled, signature, "Input", feeds)
-    outputs = _buffers(api, env, compiled, signature, "Output", None)
+    inputs = _buffers(api, compiled, signature, "Input", feeds, keep)
+    outputs = _buffers(api, compiled, signature, "Output", None, keep)
     in_array = (ptr * len(inputs))(*inputs)
     out_array = (ptr * len(outputs))(*outputs)
 
@@ -175,38 +177,47 @@ def profile(model: Path, feeds: dict[str, Any], threads: int, builtin: bool,
                          kernels="builtin" if builtin else "xnnpack")
 
 
-def _buffers(api: _Api, env: Any, compiled: Any, signature: Any, kind: str,
-             feeds: dict[str, Any] | None) -> list[Any]:
-    """Managed buffers for the signature's inputs (filled with `feeds`) or outputs."""
+def _buffers(api: _Api, compiled: Any, signature: Any, kind: str,
+             feeds: dict[str, Any] | None, keep: list[Any]) -> list[Any]:
+    """Host-memory buffers (ALIGNMENT-aligned, kept alive in `keep`) for the signature's
+    inputs, filled with `feeds`, or for its outputs. An output's layout is the compiled
+    model's after allocation: a dynamic output (an NMS's box count) is -1 in the model,
+    and a buffer the runtime manages for it cannot be locked ("Unexpected tensor buffer
+    type"); the buffer is at least SPARE bytes, room for an output that grows."""
     import numpy as np
 
     size = ctypes.c_size_t
     count = size()
     api(f"LiteRtGetNumSignature{kind}s", signature, ctypes.byref(count))
+    layouts = (_Layout * count.value)()
+    if kind == "Output":
+        api("LiteRtGetCompiledModelOutputTensorLayouts", compiled, size(0), count, layouts,
+            ctypes.c_bool(True))
     found = []
     for i in range(count.value):
         tensor, requirements, buffer = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         ranked = _RankedType()
         api(f"LiteRtGetSignature{kind}TensorByIndex", signature, size(i), ctypes.byref(tensor))
         api("LiteRtGetRankedTensorType", tensor, ctypes.byref(ranked))
+        if kind == "Output":
+            ranked.layout = layouts[i]
         api(f"LiteRtGetCompiledModel{kind}BufferRequirements", compiled, size(0), size(i),
             ctypes.byref(requirements))
-        api("LiteRtCreateManagedTensorBufferFromRequirements", env, ctypes.byref(ranked),
-            requirements, ctypes.byref(buffer))
+        needed = size()
+        api("LiteRtGetTensorBufferRequirementsBufferSize", requirements, ctypes.byref(needed))
+        data = b""
+        if feeds is not None:
+            name = ctypes.c_char_p()
+            api("LiteRtGetSignatureInputName", signature, size(i), ctypes.byref(name))
+            data = np.ascontiguousarray(feeds[(name.value or b"").decode()]).tobytes()
+        nbytes = max(needed.value, len(data), SPARE)
+        raw = np.zeros(nbytes + ALIGNMENT, np.uint8)
+        keep.append(raw)
+        address = raw.ctypes.data + (-raw.ctypes.data) % ALIGNMENT
+        ctypes.memmove(address, data, len(data))
+        api("LiteRtCreateTensorBufferFromHostMemory", ctypes.byref(ranked),
+            ctypes.c_void_p(address), size(nbytes), None, ctypes.byref(buffer))
         found.append(buffer)
-        if feeds is None:
-            continue
-        name = ctypes.c_char_p()
-        api("LiteRtGetSignatureInputName", signature, size(i), ctypes.byref(name))
-        data = np.ascontiguousarray(feeds[(name.value or b"").decode()]).tobytes()
-        nbytes, host = size(), ctypes.c_void_p()
-        api("LiteRtGetTensorBufferSize", buffer, ctypes.byref(nbytes))
-        if nbytes.value < len(data):
-            raise LiteRtError(f"input {name.value!r}: {len(data)} bytes for a buffer of "
-                              f"{nbytes.value}")
-        api("LiteRtLockTensorBuffer", buffer, ctypes.byref(host), LOCK_WRITE)
-        ctypes.memmove(host, data, len(data))
-        api("LiteRtUnlockTensorBuffer", buffer)
     return found
 
 
