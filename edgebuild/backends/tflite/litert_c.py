@@ -5,20 +5,24 @@ Options carry no runtime options), but the `libLiteRt.so` it ships exports the C
 
     LiteRtCreateEnvironment ─ LiteRtCreateModelFromFile ─ LiteRtCreateOptions
       + opaque options "runtime_options_string" = "enable_profiling = true"  (TOML)
-      + opaque options "cpu_delegate" = "num_threads = N" (kernel_mode = 2: builtin)
+      + opaque options "xnnpack" = "num_threads = N" (kernel_mode = 2: builtin kernels)
     LiteRtCreateCompiledModel ─ LiteRtCompiledModelGetProfiler
     warm-up runs ─ LiteRtResetProfiler ─ LiteRtStartProfiler ─ runs ─ LiteRtStopProfiler
     LiteRtGetNumProfilerEvents ─ LiteRtGetProfilerEvents (ProfiledEventData[])
 
-Signatures, the option identifiers and payload keys, and the struct layouts are LiteRT's
-at the commit that set the SDK version to 2.3.0 (the installed ai-edge-litert):
-google-ai-edge/LiteRT@19a1585ff7c66779793d339fa7f85fc5a58f4db0, files
-litert/c/litert_profiler.h, litert/c/litert_profiler_event.h (ProfiledEventData),
-litert/c/litert_compiled_model.h, litert/c/litert_tensor_buffer{,_types}.h,
-litert/c/litert_opaque_options.h,
-litert/runtime/litert_runtime_options.{h,cc} (identifier and TOML keys),
-litert/runtime/litert_cpu_options.h, litert/c/options/litert_cpu_options.h (kernel
-modes), litert/c/litert_layout.h and litert_model_types.h (LiteRtRankedTensorType).
+Signatures, option identifiers, payload keys and struct layouts: google-ai-edge/LiteRT
+at 2911db74a14654bd6038deae76177383e54f2cc1 (2026-07-10) — litert/c/litert_profiler.h,
+litert_profiler_event.h (ProfiledEventData), litert_compiled_model.h, litert_model.h,
+litert_tensor_buffer{,_types}.h, litert_opaque_options.h, litert_layout.h,
+litert/runtime/litert_runtime_options.{h,cc} ("runtime_options_string", TOML keys),
+litert/runtime/litert_cpu_options.{h,cc} ("xnnpack", TOML `num_threads`, `kernel_mode`).
+Why that commit and not the one that set the SDK version to 2.3.0 (19a1585ff7c6): the
+`libLiteRt.so` in the ai-edge-litert 2.3.0 wheel reads its CPU options under "xnnpack"
+(tested: 4 threads there make 4 threads, under the later name "cpu_delegate" it stays on
+one) and honours `kernel_mode` (2: builtin kernels, no XNNPACK), so it was built from
+between 6cb44b5726ba (kernel modes, 2026-03-16) and 5724bf4a2e48 (the rename,
+2026-07-10); it also takes an environment in LiteRtCreateModelFromFile (1ac2a58ffb6e,
+2026-06-01). The Python wrappers link a runtime of their own (libpywrap_litert_common).
 
 A struct that does not match the library can crash the process, hence a process of its
 own (profile.py starts it); the parent gets one JSON line, a `LiteRtProfile` record.
@@ -38,7 +42,7 @@ from pydantic import StrictStr
 from edgebuild.measure.record import Record
 
 RUNTIME_OPTIONS = b"runtime_options_string"  # LiteRtRuntimeOptionsT::Identifier()
-CPU_OPTIONS = b"cpu_delegate"  # LiteRtCpuOptionsT::Identifier()
+CPU_OPTIONS = b"xnnpack"  # LiteRtCpuOptionsT::Identifier() in this libLiteRt.so
 KERNEL_MODE_BUILTIN = 2  # kLiteRtCpuKernelModeBuiltin
 HW_CPU = 1  # kLiteRtHwAcceleratorCpu
 ALIGNMENT = 64  # LITERT_HOST_MEMORY_BUFFER_ALIGNMENT: an unaligned host buffer is refused
