@@ -68,6 +68,8 @@ class LiteRtProfile(Record):
     walls_ms: list[float]
     threads: int
     kernels: StrictStr  # "xnnpack" or "builtin"
+    tasks: int | None = None  # this process's OS threads after the runs (Linux): XNNPACK's
+    # pool of `threads` - 1 workers shows the thread count was read
 
 
 class _Memory(ctypes.Structure):  # LiteRtMemoryUsage
@@ -164,6 +166,8 @@ def profile(model: Path, feeds: dict[str, Any], threads: int, builtin: bool,
         run()
         walls.append((time.perf_counter_ns() - start) / 1e6)
     api("LiteRtStopProfiler", profiler)
+    tasks = Path("/proc/self/task")
+    seen = len(list(tasks.iterdir())) if tasks.is_dir() else None
     count = ctypes.c_int()
     api("LiteRtGetNumProfilerEvents", profiler, ctypes.byref(count))
     events = (_Event * count.value)()
@@ -178,7 +182,7 @@ def profile(model: Path, feeds: dict[str, Any], threads: int, builtin: bool,
     api.lib.LiteRtDestroyModel(model_h)
     api.lib.LiteRtDestroyEnvironment(env)
     return LiteRtProfile(events=found, walls_ms=walls, threads=threads,
-                         kernels="builtin" if builtin else "xnnpack")
+                         kernels="builtin" if builtin else "xnnpack", tasks=seen)
 
 
 def _buffers(api: _Api, compiled: Any, signature: Any, kind: str,
