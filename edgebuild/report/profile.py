@@ -52,8 +52,10 @@ def markdown_lines(report: Report) -> list[str]:
         if profile.unmeasurable:
             lines += [f"Profile: {md(profile.unmeasurable)}."]
             continue
-        lines += [f"Profile: {md(measured_line(profile))}.", "",
-                  "| op type | ms a run | share |", "|---|---|---|"]
+        lines += [f"Profile: {md(measured_line(profile))}.", ""]
+        if profile.note:  # what the rows do not say (TFLite: no ONNX node mapped)
+            lines += [f"Note: {md(profile.note)}.", ""]
+        lines += ["| op type | ms a run | share |", "|---|---|---|"]
         total = profile.ops_ms or 0.0
         for kind, ms in list(profile.by_type().items())[:TYPES]:
             lines.append(f"| {md_code(kind)} | {ms:.3f} | {ms / total if total else 0:.0%} |")
@@ -89,6 +91,8 @@ def html_section(t: TargetReport) -> str:
         return "".join(parts)
     parts.append(f'<p class="meta">Profile: {escape(measured_line(profile))}. Bars: share of '
                  "the summed op time.</p>")
+    if profile.note:
+        parts.append(f'<p class="meta">Note: {escape(profile.note)}.</p>')
     total = profile.ops_ms or 0.0
     rows = "".join(
         f"<tr><td><code>{escape(kind)}</code></td><td>{ms:.3f}</td>"

@@ -85,6 +85,11 @@ def test_quickstart_recipe(tmp_path: Path) -> None:
         memory = next(g for g in target["gates"] if g["gate"] == "memory")
         assert memory["status"] == "passed", memory["message"]
     assert "### Where the time and memory go: intel-cpu" in summary
+    # android: LiteRT's profiler on this host (XNNPACK's kernels); its memory is not read.
+    android = next(t for t in report["targets"] if t["name"] == "android")
+    assert android["op_profile"]["source"] == "litert profiler (C API)"
+    assert any(r["exec"].startswith("XNNPACK ") for r in android["op_profile"]["rows"])
+    assert "### Where the time and memory go: android" in summary
     # Throughput with requests in flight: a figure on every host target, its gate decided
     # (a busy machine makes a miss undecided, never a pass).
     for name in ("host-cpu", "intel-cpu", "android"):

@@ -159,6 +159,7 @@ def test_about_a_second_of_runs_is_profiled() -> None:
 
 def _profiled() -> TargetReport:
     profile = OpProfile(source="onnxruntime profiler", runs=10, wall_ms=2.0, ops_ms=1.5,
+                        note=EVIL,
                         rows=[OpRow(node=EVIL, op_type=EVIL, exec=EVIL, ms=1.0, share=2 / 3,
                                     onnx_nodes=[EVIL], fused=True),
                               OpRow(node="b", op_type="Relu", ms=0.5, share=1 / 3)])
@@ -177,6 +178,7 @@ def test_report_shows_the_profile_with_every_name_escaped() -> None:
     page = html_page(report)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "runtime peak 40.0 MB" in page and "(fused group)" in page
+    assert "Note: &lt;script&gt;" in page  # a profile's note (TFLite's) is escaped too
     text = markdown(report)
     assert "<script>" not in text and "](http" not in text
     assert "### Where the time and memory go: host-cpu" in text

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
-    from edgebuild.measure.record import LatencyRecord
+    from edgebuild.measure.record import LatencyRecord, OpProfile
     from edgebuild.recipe.common import MeasureSettings
 
 
@@ -174,6 +174,21 @@ class TfliteBackend(Backend):
         return TfliteRunner(artifact.main, artifact.metadata["io"], threads,
                             use_xnnpack=options.delegate is not Delegate.CPU,
                             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """LiteRT's C API profiler on this host (profile.py); a phone's is not read."""
+        from edgebuild.backends.tflite.profile import op_profile
+        from edgebuild.measure.record import OpProfile
+
+        options = TfliteOptions.model_validate(target.options)
+        if options.latency_on is LatencyOn.DEVICE:
+            return OpProfile(unmeasurable="not measurable here: this target's latency runs "
+                             "on the phone, whose per-op profile (benchmark_model "
+                             "--enable_op_profiling) edgebuild does not read")
+        return op_profile(artifact.main, artifact.metadata["io"], threads,
+                          options.delegate is not Delegate.CPU, feeds, runs)
 
     def _probe(self, target: Target, purpose: str) -> str | None:
         # On the phone: adb (`devices -l`, a file test on the phone). Else '': measurable.
