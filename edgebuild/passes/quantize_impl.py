@@ -299,11 +299,14 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         extra["TensorQuantOverrides"] = {**overrides, **extra.get("TensorQuantOverrides", {})}
     if p.method == "percentile":
         extra["CalibPercentile"] = p.percentile
-    if p.method != "minmax":
-        # One sample per collection, histograms merged between them: ORT stacks a
-        # tensor's values over the samples of one collection, which fails when its
-        # shape varies (NMS keeps a different number of boxes per image; calibration
-        # at several shape profiles), and holds every intermediate tensor at once.
+    if p.method != "minmax" or not extra.get("CalibMovingAverage"):
+        # One sample per collection, ranges (or histograms) merged between them: min of
+        # mins and max of maxes are the same ranges. ORT otherwise holds every
+        # intermediate tensor of every sample at once (22.6 GB for 6 pages through
+        # PP-PicoDet at 800 x 608, killed by the kernel; its CalibMaxIntermediateOutputs
+        # drops the data instead, onnxruntime 1.32), and stacking a tensor's values over
+        # the samples of one collection fails when its shape varies (NMS keeps a
+        # different number of boxes per image; calibration at several shape profiles).
         extra.setdefault("CalibStridedMinMax", 1)
     from edgebuild.passes.ort_histograms import empty_tensors_skipped
 
