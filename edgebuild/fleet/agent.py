@@ -31,7 +31,13 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.cache.signing import Trust
-from edgebuild.core.manifest import MANIFEST_NAME, MEDIA_TYPE, read_manifest, verified_files
+from edgebuild.core.manifest import (
+    MANIFEST_NAME,
+    MEDIA_TYPE,
+    ArtifactManifest,
+    read_manifest,
+    verified_files,
+)
 from edgebuild.core.paths import confined
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.fleet import health
@@ -75,6 +81,7 @@ class AgentOptions(BaseModel):
     model_check: bool = True
     keep: int = 3
     interval: float | None = None
+    device_facts: Path | None = None  # TensorRT variants: the device's facts from a file
 
 
 class Refused(EdgebuildError):
@@ -236,12 +243,13 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
             raise Refused("the variant's file layers are not the files its manifest lists")
         if built.target != options.target:
             raise Refused(f"the variant's manifest is for target {built.target!r}")
+        engine = _engine(staging, built, options)
         statement = signed.statement
         release = Release(version=statement.version, channel=statement.channel,
                           sequence=statement.sequence, index=statement.index,
                           manifest=variant.digest, folder=variant.hex, target=built.target,
                           backend=built.backend, main=built.main,
-                          downloaded_bytes=downloaded, reused_bytes=reused)
+                          downloaded_bytes=downloaded, reused_bytes=reused, engine=engine)
         write_atomic(staging / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
         if final.exists():  # kept from before (a rollback): the same content, by digest
             try:
@@ -257,6 +265,29 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
         raise Refused(message) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _engine(staging: Path, built: ArtifactManifest, options: AgentOptions) -> str:
+    """The Jetson rule (jetson.py): a TensorRT variant's shipped engine is used only if
+    it was built for this device's TensorRT and GPU, else the engine is built here from
+    the TensorRT-ready ONNX; what happened, for release.json ("" for other backends)."""
+    if built.backend != "tensorrt":
+        return ""
+    from edgebuild.fleet import jetson
+
+    try:
+        facts = jetson.device_facts(options.device_facts)
+    except EdgebuildError as exc:
+        raise Refused(exc.message, exc.hint) from None
+    decision = jetson.decide(built, staging / "files", facts)
+    if decision.action == "refuse":
+        raise Refused(decision.reason)
+    if decision.action == "build":
+        try:
+            return f"{decision.reason}; {jetson.build_engine(staging, built, facts)}"
+        except EdgebuildError as exc:
+            raise Refused(f"{decision.reason}, but {exc.message}", exc.hint) from None
+    return decision.reason
 
 
 def _local_files(root: Path) -> dict[str, Path]:
@@ -295,7 +326,8 @@ def _activate(options: AgentOptions, state: AgentState,
                                  sequence=release.sequence, kept=kept)
         return _prune(root, state, options.keep), Outcome(code=ExitCode.GATE_FAILED,
                                                           message=reason)
-    reason = f"{release.version} activated (sequence {release.sequence}; {why}; " \
+    engine = f"{release.engine}; " if release.engine else ""
+    reason = f"{release.version} activated (sequence {release.sequence}; {engine}{why}; " \
              f"{release.downloaded_bytes} bytes downloaded, {release.reused_bytes} reused)"
     state = state.with_event("activated", reason, release.version, release.sequence,
                              active=release, previous=before, sequence=release.sequence,
@@ -320,7 +352,7 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
     path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "EDGEBUILD_RELEASE": str(current),
            "EDGEBUILD_RELEASE_VERSION": release.version,
-           "EDGEBUILD_MODEL": str(current / "files" / release.main)}
+           "EDGEBUILD_MODEL": str(_model_path(current, release))}
     if options.model_check:
         code, line = _run([sys.executable, "-m", "edgebuild.fleet.health", str(current)],
                           current, env)
@@ -336,6 +368,12 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
             return False, f"--health-cmd exited {code}" + (f": {line}" if line else "")
         notes.append("--health-cmd passed")
     return True, "; ".join(notes) or "no health check (--no-model-check, no --health-cmd)"
+
+
+def _model_path(current: Path, release: Release) -> Path:
+    """The model the device runs: an engine built here (jetson.py), else the main file."""
+    built = current / "engine" / "model.engine"
+    return built if release.engine and built.is_file() else current / "files" / release.main
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:

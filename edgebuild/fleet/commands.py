@@ -69,6 +69,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--keep", type=int, default=3, metavar="N",
                    help="releases kept on disk (default 3; the active and previous "
                         "always)")
+    p.add_argument("--device-facts", type=Path, default=None, metavar="FILE",
+                   help="TensorRT variants: this device's TensorRT version and compute "
+                        "capability from a JSON file ({\"tensorrt_version\": \"10.3.0\", "
+                        "\"compute_capability\": \"8.7\"}) instead of probing them "
+                        "(also $EDGEBUILD_DEVICE_FACTS)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="check once and exit (default)")
     when.add_argument("--interval", type=float, default=None, metavar="S",
@@ -111,7 +116,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     options = AgentOptions(source=args.source, channel=args.channel, target=args.target,
                            root=args.root, trust=args.trust, health_cmd=args.health_cmd,
                            model_check=not args.no_model_check, keep=args.keep,
-                           interval=args.interval)
+                           interval=args.interval, device_facts=args.device_facts)
     return run_agent(options)
 
 
