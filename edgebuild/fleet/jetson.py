@@ -157,7 +157,7 @@ def tensorrt_version() -> tuple[str | None, str]:
     Debian package (JetPack), else NvInferVersion.h."""
     tried = []
     try:
-        import tensorrt  # noqa: PLC0415 - asked only on a TensorRT variant
+        import tensorrt  # asked only for a TensorRT variant
 
         found = version_prefix(str(tensorrt.__version__))
         if found:
@@ -189,8 +189,9 @@ def version_prefix(text: str) -> str | None:
 def header_version(text: str) -> str | None:
     """MAJOR.MINOR.PATCH from NvInferVersion.h (TensorRT 10 defines NV_TENSORRT_MAJOR as
     TRT_MAJOR_ENTERPRISE: one level of indirection is followed)."""
-    defines = dict(re.findall(r"^\s*#define\s+(\w+)\s+(\w+)", text, re.MULTILINE))
-    parts = []
+    defines: dict[str, str] = dict(re.findall(r"^\s*#define\s+(\w+)\s+(\w+)", text,
+                                              re.MULTILINE))
+    parts: list[str] = []
     for part in ("MAJOR", "MINOR", "PATCH"):
         value = defines.get(f"NV_TENSORRT_{part}", "")
         value = defines.get(value, value)
@@ -251,7 +252,7 @@ def find_trtexec() -> str | None:
 def build_command(manifest: ArtifactManifest, onnx: Path, trtexec: str) -> list[str]:
     """compile's own trtexec line (the target's options and the optimization profiles
     it derived), with the device's trtexec and the release's ONNX."""
-    from edgebuild.backends.tensorrt.options import (  # noqa: PLC0415 - light, on demand
+    from edgebuild.backends.tensorrt.options import (  # light, on demand
         ShapeProfile,
         TensorRtOptions,
         trtexec_command,
