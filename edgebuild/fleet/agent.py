@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, ConfigDict
 
@@ -66,6 +66,9 @@ from edgebuild.fleet.state import (
 )
 from edgebuild.fleet.statement import SignedStatement, parse, refusal, trust_from
 
+if TYPE_CHECKING:
+    from edgebuild.fleet.android import PhoneDeployer
+
 CURRENT: Final = "current"
 HEALTH_TIMEOUT_S = 600.0
 
@@ -82,6 +85,8 @@ class AgentOptions(BaseModel):
     keep: int = 3
     interval: float | None = None
     device_facts: Path | None = None  # TensorRT variants: the device's facts from a file
+    adb: str | None = None  # push to an Android phone: its serial ("" = the only one)
+    device_dir: str | None = None  # the phone's folder (default /data/local/tmp/edgebuild/C)
 
 
 class Refused(EdgebuildError):
@@ -101,6 +106,12 @@ def run_agent(options: AgentOptions) -> int:
     if options.keep < 2:
         raise EdgebuildError(f"--keep {options.keep}: at least 2 (the active release and "
                              "the one to roll back to)")
+    if options.device_dir is not None:
+        if options.adb is None:
+            raise EdgebuildError("--device-dir is the phone's folder: it needs --adb")
+        from edgebuild.fleet.android import remote_dir
+
+        remote_dir(options.device_dir)  # a usage error (exit 2), before any download
     if options.interval is not None and not options.interval > 0:
         raise EdgebuildError(f"--interval {options.interval:g}: seconds > 0")
     while True:
@@ -310,6 +321,15 @@ def _activate(options: AgentOptions, state: AgentState,
               release: Release) -> tuple[AgentState, Outcome]:
     root = options.root
     before = state.active
+    phone = _phone(options)
+    if phone is not None:
+        try:  # pushed, checked on the phone and renamed there before anything moves
+            phone.deploy(root / "releases" / release.folder / "files",
+                         read_manifest(root / "releases" / release.folder / MANIFEST_NAME),
+                         release.folder)
+            phone.activate(release.folder)
+        except EdgebuildError as exc:
+            raise Refused(f"adb: {exc.message}", exc.hint) from None
     swap(root, release.folder)
     ok, why = health_check(root.absolute() / CURRENT, release, options)
     kept = [*[k for k in state.kept if k != release.folder], release.folder]
@@ -321,10 +341,12 @@ def _activate(options: AgentOptions, state: AgentState,
         else:
             (root / CURRENT).unlink(missing_ok=True)
             reason = f"{release.version} failed its health check ({why}); nothing active"
+        if phone is not None:
+            reason += _phone_rollback(phone, before)
         state = state.with_event("rolled-back" if before else "unhealthy", reason,
                                  release.version, release.sequence,
                                  sequence=release.sequence, kept=kept)
-        return _prune(root, state, options.keep), Outcome(code=ExitCode.GATE_FAILED,
+        return _prune(root, state, options.keep, phone), Outcome(code=ExitCode.GATE_FAILED,
                                                           message=reason)
     engine = f"{release.engine}; " if release.engine else ""
     reason = f"{release.version} activated (sequence {release.sequence}; {engine}{why}; " \
@@ -332,7 +354,31 @@ def _activate(options: AgentOptions, state: AgentState,
     state = state.with_event("activated", reason, release.version, release.sequence,
                              active=release, previous=before, sequence=release.sequence,
                              reason=reason, kept=kept)
-    return _prune(root, state, options.keep), Outcome(code=ExitCode.OK, message=reason)
+    return _prune(root, state, options.keep, phone), Outcome(code=ExitCode.OK, message=reason)
+
+
+def _phone(options: AgentOptions) -> PhoneDeployer | None:
+    """The phone to push to (--adb), or None: the agent's own machine is the device."""
+    if options.adb is None:
+        return None
+    from edgebuild.fleet.android import PhoneDeployer
+
+    folder = options.device_dir or f"/data/local/tmp/edgebuild/{options.channel}"
+    try:
+        return PhoneDeployer(options.adb or None, folder)
+    except EdgebuildError as exc:
+        raise Refused(f"adb: {exc.message}", exc.hint) from None
+
+
+def _phone_rollback(phone: PhoneDeployer, before: Release | None) -> str:
+    try:
+        if before is not None:
+            phone.activate(before.folder)
+        else:
+            phone.deactivate()
+    except EdgebuildError as exc:
+        return f"; the phone could not follow: {exc.message}"
+    return f"; on {phone.where} too"
 
 
 def swap(root: Path, folder: str) -> None:
@@ -386,8 +432,10 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
     return done.returncode, (lines[-1][:300] if lines else "")
 
 
-def _prune(root: Path, state: AgentState, keep: int) -> AgentState:
-    """Keep the newest `keep` release folders, and always the active and previous."""
+def _prune(root: Path, state: AgentState, keep: int,
+           phone: PhoneDeployer | None = None) -> AgentState:
+    """Keep the newest `keep` release folders, and always the active and previous (on
+    the phone too, with --adb)."""
     pinned = {r.folder for r in (state.active, state.previous) if r is not None}
     kept = list(state.kept)
     while len(kept) > keep:
@@ -396,6 +444,9 @@ def _prune(root: Path, state: AgentState, keep: int) -> AgentState:
             break
         kept.remove(drop)
         _replace_dir(root / "releases" / drop)
+        if phone is not None:
+            with contextlib.suppress(EdgebuildError):  # a leftover folder, not a failure
+                phone.remove(drop)
     return state.model_copy(update={"kept": kept})
 
 
