@@ -254,7 +254,7 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
             raise Refused("the variant's file layers are not the files its manifest lists")
         if built.target != options.target:
             raise Refused(f"the variant's manifest is for target {built.target!r}")
-        engine = _engine(staging, built, options)
+        engine = _engine(staging, final, built, options)
         statement = signed.statement
         release = Release(version=statement.version, channel=statement.channel,
                           sequence=statement.sequence, index=statement.index,
@@ -278,7 +278,8 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _engine(staging: Path, built: ArtifactManifest, options: AgentOptions) -> str:
+def _engine(staging: Path, final: Path, built: ArtifactManifest,
+            options: AgentOptions) -> str:
     """The Jetson rule (jetson.py): a TensorRT variant's shipped engine is used only if
     it was built for this device's TensorRT and GPU, else the engine is built here from
     the TensorRT-ready ONNX; what happened, for release.json ("" for other backends)."""
@@ -294,6 +295,8 @@ def _engine(staging: Path, built: ArtifactManifest, options: AgentOptions) -> st
     if decision.action == "refuse":
         raise Refused(decision.reason)
     if decision.action == "build":
+        if jetson.built_here(final, facts):  # a kept release (a rollback): built before
+            return f"{decision.reason}; the engine this device built before is kept"
         try:
             return f"{decision.reason}; {jetson.build_engine(staging, built, facts)}"
         except EdgebuildError as exc:

@@ -292,3 +292,14 @@ def build_engine(release: Path, manifest: ArtifactManifest, facts: DeviceFacts) 
     (out / TAG).write_text(json.dumps(tag, indent=1))
     return f"engine built on this device with trtexec ({facts.tensorrt_version}, sm " \
            f"{facts.compute_capability})"
+
+
+def built_here(release: Path, facts: DeviceFacts) -> bool:
+    """releases/<hex>/engine/ holds an engine this device built with these facts."""
+    try:
+        tag = json.loads((release / ENGINE_DIR / TAG).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(tag, dict) and (release / ENGINE_DIR / ENGINE).is_file() and \
+        (tag.get("tensorrt"), tag.get("compute_capability")) == (
+            facts.tensorrt_version, facts.compute_capability)

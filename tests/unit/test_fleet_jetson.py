@@ -172,3 +172,16 @@ def test_the_build_uses_compiles_trtexec_line(tmp_path: Path) -> None:
                            "--saveEngine=model.engine"]
     assert "--stronglyTyped" in command and "--memPoolSize=workspace:1024M" in command
     assert "--optShapes=image:4x3x224x224" in command
+
+
+def test_an_engine_this_device_built_is_recognised(tmp_path: Path) -> None:
+    """A kept release (a rollback to it) keeps the engine built for it, not rebuilt."""
+    engine = tmp_path / jetson.ENGINE_DIR
+    engine.mkdir()
+    (engine / jetson.TAG).write_text(json.dumps({"tensorrt": "10.3.0.30",
+                                                 "compute_capability": "8.7"}))
+    assert not jetson.built_here(tmp_path, ORIN)  # the tag without its engine
+    (engine / jetson.ENGINE).write_bytes(b"built by trtexec")
+    assert jetson.built_here(tmp_path, ORIN)
+    assert not jetson.built_here(tmp_path, DeviceFacts(tensorrt_version="10.7.0",
+                                                       compute_capability="8.7"))
