@@ -50,10 +50,6 @@ def test_the_quickstart_reaches_three_kinds_of_device(
         release = state(root)["active"]
         assert release["backend"] == shipped.backend
         assert release["downloaded_bytes"] >= shipped.size_bytes
-        # The x86-64 targets' model check loads the model and runs one inference; the
-        # phone's is skipped with its reason (an aarch64 Android device, not this host).
-        reason = state(root)["reason"]
-        if target == "android":
-            assert "model check skipped" in reason, reason
-        else:
-            assert "ran one inference" in reason, reason
+        # The model check loads the model with edgebuild's runner for the backend (the
+        # phone's TFLite variant: the TFLite interpreter, which runs on this host too).
+        assert "ran one inference" in state(root)["reason"], state(root)["reason"]
