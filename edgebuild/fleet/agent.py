@@ -431,7 +431,9 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
                               timeout=HEALTH_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 1, str(exc)[:300]
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    # The check's own line is stdout's last; a runtime's log goes to stderr (TFLite's
+    # "INFO: Created TensorFlow Lite XNNPACK delegate" came last when they were joined).
+    lines = done.stdout.strip().splitlines() or done.stderr.strip().splitlines()
     return done.returncode, (lines[-1][:300] if lines else "")
 
 
