@@ -1,8 +1,8 @@
 """One set of Q/DQ encodings for every backend that consumes Q/DQ (issue 31).
 
-    PYTHONPATH=. python benchmarks/shared_qdq.py                 # the default configurations
-    PYTHONPATH=. python benchmarks/shared_qdq.py --qnn '{"label": "sym, stem float",
-        "symmetric": true, "exclude": 1}'                          # one, and on the HTP emulator
+    PYTHONPATH=. python benchmarks/shared_qdq.py             # docs/benchmarks.md rows but QNN
+    PYTHONPATH=. python benchmarks/shared_qdq.py --qnn '{"label": "the shared set",
+        "params": {"reduce_range": "auto"}, "exclude": 4}'       # one, also on the HTP emulator
 
 The quickstart model (tests/integration/passes/efficientnet.py builds it with the real
 passes) quantized by the `quantize` pass's own code (quantize_impl: explicit parameters,
@@ -17,8 +17,10 @@ then run as the consumers run it, and compared with FP32 ONNX Runtime on all 117
   its low-precision transformations turn Q/DQ into its int8 kernels, as intel-cpu runs it);
 - `qnn` (with --qnn): the same file on the QNN HTP emulator (onnxruntime-qnn), as is.
 
-`symmetric: true` gives the Q/DQ TensorRT takes (int8 activations, zero point 0);
-otherwise uint8 asymmetric activations. One JSON line per configuration.
+`params` are the quantize pass's (QuantizeParams); `exclude`: how many of the first
+weight layers stay float. `activation_type: int8, activation_symmetric: true` or
+`preset: tensorrt` give the Q/DQ TensorRT takes (zero point 0); the default is uint8
+asymmetric activations. One JSON line per configuration; `photos`: the 26 alone.
 """
 
 from __future__ import annotations
@@ -42,11 +44,15 @@ FIRST_LAYERS = ["/_conv_stem/Conv_output_0", "/_blocks.0/_depthwise_conv/Conv_ou
                 "/_blocks.1/_depthwise_conv/Conv_output_0", "/_blocks.1/_project_conv/Conv"]
 SKIMAGE = 26  # the photos come first, then the 91 calibration photos
 SYMMETRIC = {"activation_type": "int8", "activation_symmetric": True}
-DEFAULT = [{"label": f"{label}, first {n} layers float", "params": params, "exclude": n}
-           for label, params in (("asymmetric, reduce_range auto", {"reduce_range": "auto"}),
-                                 ("symmetric", SYMMETRIC),
-                                 ("preset tensorrt", {"preset": "tensorrt"}))
-           for n in (2, 4)]
+ASYMMETRIC_AUTO = {"reduce_range": "auto"}
+# The rows of docs/benchmarks.md, "One set of Q/DQ encodings": (label, params, float layers).
+DEFAULT = [{"label": label, "params": params, "exclude": n} for label, params, n in (
+    ("uint8 asymmetric", {}, 0), ("uint8 asymmetric", {}, 2), ("uint8 asymmetric", {}, 4),
+    ("uint8 asymmetric, reduce_range auto", ASYMMETRIC_AUTO, 4),
+    ("uint8 asymmetric, reduce_range auto", ASYMMETRIC_AUTO, 3),
+    ("int8 symmetric", SYMMETRIC, 2), ("int8 symmetric", SYMMETRIC, 4),
+    ("int8 symmetric, reduce_range true", {**SYMMETRIC, "reduce_range": True}, 4),
+    ("preset tensorrt", {"preset": "tensorrt"}, 2), ("preset tensorrt", {"preset": "tensorrt"}, 4))]
 
 
 def main(args: list[str]) -> None:
