@@ -32,6 +32,9 @@ APT_PACKAGES=()
 # they start on 127.0.0.1 with their own config (tests/integration/fleet/test_registry.py);
 # the package's own service stays as the system configures it.
 [ -x /usr/bin/docker-registry ] || APT_PACKAGES+=(docker-registry)
+# The agent's push to an Android phone runs the real adb (tests/integration/fleet/
+# test_android.py: with no phone attached, the refusal; the push itself needs one).
+command -v adb >/dev/null || APT_PACKAGES+=(adb)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
   say "Debian packages: ${APT_PACKAGES[*]}"
   SUDO=""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,39 @@ def cached_rerun(before: set[str]) -> str:
     """What a fully cached re-run prints, given `retimed()` of the run before it."""
     return "0 stages executed" if not before else \
         f"{len(before)} stage(s) executed ({len(before)} built)"
+
+
+QUICKSTART = "recipes/quickstart.yaml"
+
+
+@dataclass(frozen=True)
+class QuickstartBuild:
+    """One cold build of the quickstart (minutes on 2 cores), shared by the session:
+    tests/e2e/test_recipes.py re-runs it cached, tests/integration/fleet publishes it."""
+
+    out: Path
+    cache: Path
+    busy: frozenset[str]  # retimed() of the cold run: what a cached re-run times again
+
+
+@pytest.fixture(scope="session")
+def quickstart_build(tmp_path_factory: pytest.TempPathFactory) -> QuickstartBuild:
+    """recipes/quickstart.yaml built once, with its own cache (isolated_cache is per test).
+    Skipped, saying why, when only the machine's load failed it; a setup error or skip is
+    cached by pytest for the session, so it is not built again."""
+    folder = tmp_path_factory.mktemp("quickstart")
+    out, cache = folder / "out", folder / "cache"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("EDGEBUILD_CACHE_DIR", str(cache))
+        env.setenv("XDG_CONFIG_HOME", str(folder / "config"))
+        if "EDGEBUILD_QUIET_WAIT_S" not in os.environ:
+            env.setenv("EDGEBUILD_QUIET_WAIT_S", "3")
+        cold = edgebuild("run", QUICKSTART, "--out", str(out), "--cache-dir", str(cache))
+    if cold.returncode in (0, 1):
+        skip_if_the_machine_was_busy(out)
+    assert cold.returncode == 0, cold.stdout + cold.stderr
+    assert "Traceback" not in cold.stderr
+    return QuickstartBuild(out=out, cache=cache, busy=frozenset(retimed(out)))
 
 
 @pytest.fixture(autouse=True)

@@ -26,12 +26,18 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.cache.signing import Trust
-from edgebuild.core.manifest import MANIFEST_NAME, MEDIA_TYPE, read_manifest, verified_files
+from edgebuild.core.manifest import (
+    MANIFEST_NAME,
+    MEDIA_TYPE,
+    ArtifactManifest,
+    read_manifest,
+    verified_files,
+)
 from edgebuild.core.paths import confined
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.fleet import health
@@ -60,6 +66,9 @@ from edgebuild.fleet.state import (
 )
 from edgebuild.fleet.statement import SignedStatement, parse, refusal, trust_from
 
+if TYPE_CHECKING:
+    from edgebuild.fleet.android import PhoneDeployer
+
 CURRENT: Final = "current"
 HEALTH_TIMEOUT_S = 600.0
 
@@ -75,6 +84,9 @@ class AgentOptions(BaseModel):
     model_check: bool = True
     keep: int = 3
     interval: float | None = None
+    device_facts: Path | None = None  # TensorRT variants: the device's facts from a file
+    adb: str | None = None  # push to an Android phone: its serial ("" = the only one)
+    device_dir: str | None = None  # the phone's folder (default /data/local/tmp/edgebuild/C)
 
 
 class Refused(EdgebuildError):
@@ -94,6 +106,12 @@ def run_agent(options: AgentOptions) -> int:
     if options.keep < 2:
         raise EdgebuildError(f"--keep {options.keep}: at least 2 (the active release and "
                              "the one to roll back to)")
+    if options.device_dir is not None:
+        if options.adb is None:
+            raise EdgebuildError("--device-dir is the phone's folder: it needs --adb")
+        from edgebuild.fleet.android import remote_dir
+
+        remote_dir(options.device_dir)  # a usage error (exit 2), before any download
     if options.interval is not None and not options.interval > 0:
         raise EdgebuildError(f"--interval {options.interval:g}: seconds > 0")
     while True:
@@ -236,12 +254,13 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
             raise Refused("the variant's file layers are not the files its manifest lists")
         if built.target != options.target:
             raise Refused(f"the variant's manifest is for target {built.target!r}")
+        engine = _engine(staging, final, built, options)
         statement = signed.statement
         release = Release(version=statement.version, channel=statement.channel,
                           sequence=statement.sequence, index=statement.index,
                           manifest=variant.digest, folder=variant.hex, target=built.target,
                           backend=built.backend, main=built.main,
-                          downloaded_bytes=downloaded, reused_bytes=reused)
+                          downloaded_bytes=downloaded, reused_bytes=reused, engine=engine)
         write_atomic(staging / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
         if final.exists():  # kept from before (a rollback): the same content, by digest
             try:
@@ -257,6 +276,32 @@ def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
         raise Refused(message) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _engine(staging: Path, final: Path, built: ArtifactManifest,
+            options: AgentOptions) -> str:
+    """The Jetson rule (jetson.py): a TensorRT variant's shipped engine is used only if
+    it was built for this device's TensorRT and GPU, else the engine is built here from
+    the TensorRT-ready ONNX; what happened, for release.json ("" for other backends)."""
+    if built.backend != "tensorrt":
+        return ""
+    from edgebuild.fleet import jetson
+
+    try:
+        facts = jetson.device_facts(options.device_facts)
+    except EdgebuildError as exc:
+        raise Refused(exc.message, exc.hint) from None
+    decision = jetson.decide(built, staging / "files", facts)
+    if decision.action == "refuse":
+        raise Refused(decision.reason)
+    if decision.action == "build":
+        if jetson.built_here(final, facts):  # a kept release (a rollback): built before
+            return f"{decision.reason}; the engine this device built before is kept"
+        try:
+            return f"{decision.reason}; {jetson.build_engine(staging, built, facts)}"
+        except EdgebuildError as exc:
+            raise Refused(f"{decision.reason}, but {exc.message}", exc.hint) from None
+    return decision.reason
 
 
 def _local_files(root: Path) -> dict[str, Path]:
@@ -279,6 +324,15 @@ def _activate(options: AgentOptions, state: AgentState,
               release: Release) -> tuple[AgentState, Outcome]:
     root = options.root
     before = state.active
+    phone = _phone(options)
+    if phone is not None:
+        try:  # pushed, checked on the phone and renamed there before anything moves
+            phone.deploy(root / "releases" / release.folder / "files",
+                         read_manifest(root / "releases" / release.folder / MANIFEST_NAME),
+                         release.folder)
+            phone.activate(release.folder)
+        except EdgebuildError as exc:
+            raise Refused(f"adb: {exc.message}", exc.hint) from None
     swap(root, release.folder)
     ok, why = health_check(root.absolute() / CURRENT, release, options)
     kept = [*[k for k in state.kept if k != release.folder], release.folder]
@@ -290,17 +344,44 @@ def _activate(options: AgentOptions, state: AgentState,
         else:
             (root / CURRENT).unlink(missing_ok=True)
             reason = f"{release.version} failed its health check ({why}); nothing active"
+        if phone is not None:
+            reason += _phone_rollback(phone, before)
         state = state.with_event("rolled-back" if before else "unhealthy", reason,
                                  release.version, release.sequence,
                                  sequence=release.sequence, kept=kept)
-        return _prune(root, state, options.keep), Outcome(code=ExitCode.GATE_FAILED,
+        return _prune(root, state, options.keep, phone), Outcome(code=ExitCode.GATE_FAILED,
                                                           message=reason)
-    reason = f"{release.version} activated (sequence {release.sequence}; {why}; " \
+    engine = f"{release.engine}; " if release.engine else ""
+    reason = f"{release.version} activated (sequence {release.sequence}; {engine}{why}; " \
              f"{release.downloaded_bytes} bytes downloaded, {release.reused_bytes} reused)"
     state = state.with_event("activated", reason, release.version, release.sequence,
                              active=release, previous=before, sequence=release.sequence,
                              reason=reason, kept=kept)
-    return _prune(root, state, options.keep), Outcome(code=ExitCode.OK, message=reason)
+    return _prune(root, state, options.keep, phone), Outcome(code=ExitCode.OK, message=reason)
+
+
+def _phone(options: AgentOptions) -> PhoneDeployer | None:
+    """The phone to push to (--adb), or None: the agent's own machine is the device."""
+    if options.adb is None:
+        return None
+    from edgebuild.fleet.android import PhoneDeployer
+
+    folder = options.device_dir or f"/data/local/tmp/edgebuild/{options.channel}"
+    try:
+        return PhoneDeployer(options.adb or None, folder)
+    except EdgebuildError as exc:
+        raise Refused(f"adb: {exc.message}", exc.hint) from None
+
+
+def _phone_rollback(phone: PhoneDeployer, before: Release | None) -> str:
+    try:
+        if before is not None:
+            phone.activate(before.folder)
+        else:
+            phone.deactivate()
+    except EdgebuildError as exc:
+        return f"; the phone could not follow: {exc.message}"
+    return f"; on {phone.where} too"
 
 
 def swap(root: Path, folder: str) -> None:
@@ -320,7 +401,7 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
     path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "EDGEBUILD_RELEASE": str(current),
            "EDGEBUILD_RELEASE_VERSION": release.version,
-           "EDGEBUILD_MODEL": str(current / "files" / release.main)}
+           "EDGEBUILD_MODEL": str(_model_path(current, release))}
     if options.model_check:
         code, line = _run([sys.executable, "-m", "edgebuild.fleet.health", str(current)],
                           current, env)
@@ -338,18 +419,28 @@ def health_check(current: Path, release: Release, options: AgentOptions) -> tupl
     return True, "; ".join(notes) or "no health check (--no-model-check, no --health-cmd)"
 
 
+def _model_path(current: Path, release: Release) -> Path:
+    """The model the device runs: an engine built here (jetson.py), else the main file."""
+    built = current / "engine" / "model.engine"
+    return built if release.engine and built.is_file() else current / "files" / release.main
+
+
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
     try:
         done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=HEALTH_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 1, str(exc)[:300]
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    # The check's own line is stdout's last; a runtime's log goes to stderr (TFLite's
+    # "INFO: Created TensorFlow Lite XNNPACK delegate" came last when they were joined).
+    lines = done.stdout.strip().splitlines() or done.stderr.strip().splitlines()
     return done.returncode, (lines[-1][:300] if lines else "")
 
 
-def _prune(root: Path, state: AgentState, keep: int) -> AgentState:
-    """Keep the newest `keep` release folders, and always the active and previous."""
+def _prune(root: Path, state: AgentState, keep: int,
+           phone: PhoneDeployer | None = None) -> AgentState:
+    """Keep the newest `keep` release folders, and always the active and previous (on
+    the phone too, with --adb)."""
     pinned = {r.folder for r in (state.active, state.previous) if r is not None}
     kept = list(state.kept)
     while len(kept) > keep:
@@ -358,6 +449,9 @@ def _prune(root: Path, state: AgentState, keep: int) -> AgentState:
             break
         kept.remove(drop)
         _replace_dir(root / "releases" / drop)
+        if phone is not None:
+            with contextlib.suppress(EdgebuildError):  # a leftover folder, not a failure
+                phone.remove(drop)
     return state.model_copy(update={"kept": kept})
 
 

@@ -69,6 +69,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--keep", type=int, default=3, metavar="N",
                    help="releases kept on disk (default 3; the active and previous "
                         "always)")
+    p.add_argument("--device-facts", type=Path, default=None, metavar="FILE",
+                   help="TensorRT variants: this device's TensorRT version and compute "
+                        "capability from a JSON file ({\"tensorrt_version\": \"10.3.0\", "
+                        "\"compute_capability\": \"8.7\"}) instead of probing them "
+                        "(also $EDGEBUILD_DEVICE_FACTS)")
+    p.add_argument("--adb", nargs="?", const="", default=None, metavar="SERIAL",
+                   help="the device is an Android phone reached from this host: push each "
+                        "release with adb, check it there with sha256sum, activate it by a "
+                        "rename (SERIAL: default $ANDROID_SERIAL, else the only phone)")
+    p.add_argument("--device-dir", default=None, metavar="DIR",
+                   help="with --adb: the phone's folder, under /data/local/tmp (default "
+                        "/data/local/tmp/edgebuild/CHANNEL)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="check once and exit (default)")
     when.add_argument("--interval", type=float, default=None, metavar="S",
@@ -111,7 +123,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     options = AgentOptions(source=args.source, channel=args.channel, target=args.target,
                            root=args.root, trust=args.trust, health_cmd=args.health_cmd,
                            model_check=not args.no_model_check, keep=args.keep,
-                           interval=args.interval)
+                           interval=args.interval, device_facts=args.device_facts,
+                           adb=args.adb, device_dir=args.device_dir)
     return run_agent(options)
 
 

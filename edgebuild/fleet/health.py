@@ -51,6 +51,11 @@ def check(release: Path) -> tuple[int, str]:
                         files={f.name: f.sha256 for f in manifest.files},
                         sizes={f.name: f.size for f in manifest.files},
                         metadata={**manifest.runner_metadata, "main": manifest.main})
+    built = release / "engine" / "model.engine"  # built on this device (fleet/jetson.py)
+    if manifest.backend == "tensorrt" and built.is_file():
+        artifact = Artifact(key=manifest.stage_key, format="tensorrt-engine",
+                            path=built.parent, files={}, sizes={},
+                            metadata={**manifest.runner_metadata, "main": built.name})
     try:
         with backend.runner(artifact, target, 1) as runner:
             feeds = {name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in shape],

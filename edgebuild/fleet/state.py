@@ -50,6 +50,8 @@ class Release(_Record):
     main: str
     downloaded_bytes: int = 0
     reused_bytes: int = 0
+    engine: str = Field("", description="TensorRT: the shipped engine used, or built on "
+                        "the device from the ONNX, and why (fleet/jetson.py)")
 
 
 class Event(_Record):

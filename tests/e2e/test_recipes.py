@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    QUICKSTART,
     REPO,
+    QuickstartBuild,
     cached_rerun,
     edgebuild,
     retimed,
@@ -25,12 +27,17 @@ def cold_then_cached(recipe: str, out: Path) -> dict:  # type: ignore[type-arg]
         skip_if_the_machine_was_busy(out)
     assert cold.returncode == 0, cold.stdout + cold.stderr
     assert "Traceback" not in cold.stderr
-    busy = retimed(out)
-    cached = edgebuild("run", recipe, "--out", str(out))
+    return cached_again(recipe, out, retimed(out))
+
+
+def cached_again(recipe: str, out: Path, busy: set[str] | frozenset[str],
+                 *cache: str) -> dict:  # type: ignore[type-arg]
+    """Re-run a built recipe: everything cached but device checks and busy figures."""
+    cached = edgebuild("run", recipe, "--out", str(out), *cache)
     if busy and cached.returncode == 1:  # it timed the busy figures again, still busy
         skip_if_the_machine_was_busy(out)
     assert cached.returncode == 0, cached.stdout + cached.stderr
-    assert cached_rerun(busy) in cached.stdout
+    assert cached_rerun(set(busy)) in cached.stdout
     report: dict = json.loads((out / "report.json").read_text())  # type: ignore[type-arg]
     # Everything cached, but for device checks ("is a phone attached?"), asked every run,
     # and figures timed under load, timed again.
@@ -55,8 +62,10 @@ def test_fashion_mnist_recipe(tmp_path: Path) -> None:
     assert accuracy["measured"]["top1_drop"] <= 0.5
 
 
-def test_quickstart_recipe(tmp_path: Path) -> None:
-    report = cold_then_cached("recipes/quickstart.yaml", tmp_path / "out")
+def test_quickstart_recipe(quickstart_build: QuickstartBuild) -> None:
+    # The cold build is the session's (tests/conftest.py), shared with the fleet's test.
+    build = quickstart_build
+    report = cached_again(QUICKSTART, build.out, build.busy, "--cache-dir", str(build.cache))
     accuracy = gate(report, "accuracy")
     assert accuracy["measured"]["top1_agreement"] >= 99
     assert accuracy["measured"]["decided_agreement"] >= 99  # margin 0.2: 20 of 26 photos
@@ -67,11 +76,11 @@ def test_quickstart_recipe(tmp_path: Path) -> None:
     assert export["metadata"]["check"]["max_abs_diff"] < 1e-4
     optimize = next(s for s in report["stages"] if s["id"] == "onnx-optimize")
     assert optimize["metadata"]["after"]["nodes"] <= optimize["metadata"]["before"]["nodes"]
-    assert (tmp_path / "out" / "artifacts" / "host-cpu" / "model.onnx").is_file()
-    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert (build.out / "artifacts" / "host-cpu" / "model.onnx").is_file()
+    summary = (build.out / "summary.md").read_text()
     assert "| host-cpu | latency |" in summary
     # iPhone: a real .mlpackage built offline, its op table, the proxy gated, no Mac here.
-    assert (tmp_path / "out" / "artifacts" / "iphone" / "model.mlpackage").is_dir()
+    assert (build.out / "artifacts" / "iphone" / "model.mlpackage").is_dir()
     assert "Core ML program" in summary
     iphone = {g["gate"]: g for t in report["targets"] if t["name"] == "iphone"
               for g in t["gates"]}

@@ -95,3 +95,17 @@ def test_a_statement_verifies_only_as_signed(tmp_path: Path) -> None:
     assert "not a trusted key" in refusal(sign(statement(), other), trust, "production", NOW)
     assert "unsigned" in refusal(signed.model_copy(update={"signature": None}), trust,
                                  "production", NOW)
+
+
+def test_a_checks_line_is_its_stdout_not_a_runtimes_log(tmp_path: Path) -> None:
+    """The model check prints its verdict on stdout; a runtime logs to stderr after it
+    (TFLite: "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.")."""
+    from edgebuild.fleet.agent import _run
+
+    script = ("import sys; print('tflite loaded model.tflite and ran one inference'); "
+              "sys.stdout.flush(); print('INFO: Created TensorFlow Lite XNNPACK delegate', "
+              "file=sys.stderr)")
+    assert _run([sys.executable, "-c", script], tmp_path, {}) == (
+        0, "tflite loaded model.tflite and ran one inference")
+    failing = "import sys; print('no such file', file=sys.stderr); sys.exit(3)"
+    assert _run([sys.executable, "-c", failing], tmp_path, {}) == (3, "no such file")

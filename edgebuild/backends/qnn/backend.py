@@ -1,6 +1,6 @@
 """Qualcomm QNN (Snapdragon HTP) through onnxruntime-qnn: compiled here, checked here.
 
-    ONNX ─ quantize_for_htp (int8/int16 QDQ; fp16: as is) ─ session with ep.context_enable
+    ONNX ─ quantize_for_htp (int8/int16 QDQ; fp16, qdq: as is) ─ session with ep.context_enable
          ─▶ model_ctx.onnx + model_ctx_qnn.bin (the context binary for the profile's SoC)
             + qnn_partition.md (which nodes the HTP took, which fell back to the CPU)
 
@@ -40,6 +40,7 @@ class QnnPrecision(StrEnum):
     INT8 = "int8"  # uint8 activations and weights, QDQ (the HTP's native format)
     INT16 = "int16"  # uint16 activations, uint8 weights: more accuracy, slower
     FP16 = "fp16"  # the float model run at fp16 on HTP (v69 and newer)
+    QDQ = "qdq"  # the input's own Q/DQ as is (a quantize pass before: shared encodings)
 
 
 class CpuFallback(StrEnum):
@@ -52,7 +53,10 @@ class QnnOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    precision: QnnPrecision = Field(QnnPrecision.INT8, description="int8, int16 or fp16.")
+    precision: QnnPrecision = Field(
+        QnnPrecision.INT8, description="int8, int16 or fp16; `qdq`: the model's own Q/DQ "
+        "as is, not re-quantized (a `quantize` pass before it: the encodings the other Q/DQ "
+        "backends get; the HTP takes uint8 asymmetric activations, not symmetric int8).")
     calibration_dataset: DatasetRef | None = Field(
         None, description="Recipe dataset for int8/int16 calibration.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples, at most.")
@@ -84,7 +88,8 @@ class QnnOptions(BaseModel):
 
     @model_validator(mode="after")
     def _calibrated(self) -> QnnOptions:
-        if self.precision is not QnnPrecision.FP16 and self.calibration_dataset is None:
+        if self.precision in (QnnPrecision.INT8, QnnPrecision.INT16) and \
+                self.calibration_dataset is None:
             raise ValueError(f"precision {self.precision.value} needs `calibration_dataset` "
                              "(a recipe dataset of representative inputs)")
         return self
@@ -107,14 +112,14 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    # 3: fp16 takes a uint8 input through DequantizeLinear, not Cast; 2: per-channel by
-    # default; keep_float / mixed_range_bound options
-    version = 3
+    # 4: precision qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast;
+    # 2: per-channel by default; keep_float / mixed_range_bound options
+    version = 4
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.qnn import partition, props
-        from edgebuild.backends.qnn.quantize import quantize_for_htp
+        from edgebuild.backends.qnn.quantize import given_qdq, quantize_for_htp
         from edgebuild.backends.qnn.session import session
 
         options = QnnOptions.model_validate(target.options)
@@ -134,7 +139,9 @@ class QnnBackend(Backend):
                 if static != source:
                     static.unlink()
                 model = static = bare = floated
-        if options.precision is not QnnPrecision.FP16:
+        if options.precision is QnnPrecision.QDQ:
+            metadata["quantization"] = given_qdq(static)
+        elif options.precision is not QnnPrecision.FP16:
             assert options.calibration_dataset is not None  # the options model checks it
             model = ctx.out / "qdq.onnx"  # scratch: the context binary is what ships
             # onnxruntime's QNN preprocessing crashes on any metadata_props (props.py).

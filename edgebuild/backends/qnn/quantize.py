@@ -96,3 +96,30 @@ def _opset_13(source: Path, destination: Path) -> Path | None:
                          "re-export the model at opset 13 or later") from None
     onnx.save(converted, str(destination))
     return destination
+
+
+def given_qdq(source: Path) -> dict[str, Any]:
+    """`precision: qdq`: the model's own Q/DQ, checked for what the HTP takes; returns the
+    metadata. Activations must be unsigned (uint8/uint16): the HTP emulator returned
+    noise (logit cosine 0.08 against FP32 on EfficientNet-Lite0) for symmetric int8
+    activations, TensorRT's kind (docs/benchmarks.md, "One set of Q/DQ encodings")."""
+    import onnx
+    from onnx import TensorProto
+
+    model = onnx.load(str(source), load_external_data=False)
+    inits = {i.name: i for i in model.graph.initializer}
+    quantize = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    if not quantize:
+        raise StageError("precision qdq needs a model with Q/DQ nodes and this one has none",
+                         "add a `quantize: {mode: static, calibration: <dataset>}` pass before "
+                         "this target, or use `precision: int8` (QNN quantizes it itself)")
+    signed = [n.name for n in quantize if len(n.input) > 2 and n.input[2] in inits
+              and inits[n.input[2]].data_type in (TensorProto.INT8, TensorProto.INT16)]
+    if signed:
+        raise StageError(f"precision qdq: {len(signed)} QuantizeLinear node(s) give signed "
+                         f"activations (first: {signed[0]}); the HTP takes uint8/uint16 "
+                         "activations", "quantize with `activation_type: uint8` (the default; "
+                         "not `preset: tensorrt`), or use `precision: int8`")
+    dequantize = sum(1 for n in model.graph.node if n.op_type == "DequantizeLinear")
+    return {"source": "the input's Q/DQ, as is", "quantize_nodes": len(quantize),
+            "dequantize_nodes": dequantize}

@@ -4,7 +4,14 @@ two pass their gates, one fails its size gate), signing keys and helpers."""
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import subprocess
 import textwrap
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +23,7 @@ from edgebuild.core.manifest import read_manifest
 from edgebuild.errors import ExitCode
 from tests.conftest import make_tiny_onnx
 
+REGISTRY = shutil.which("docker-registry")
 MEASURE = "{warmup_iterations: 1, min_iterations: 5, max_busy_share: null, min_seconds: 0}"
 RECIPE = f"""\
 name: tiny
@@ -90,3 +98,48 @@ def state(root: Path) -> dict[str, Any]:
 
 def active_target(root: Path) -> str:
     return read_manifest(root / "current" / "manifest.json").target
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """http://127.0.0.1:PORT and the registry's storage folder."""
+    if REGISTRY is None:
+        pytest.skip("docker-registry is not installed (apt-get install docker-registry; "
+                    "scripts/setup.sh does it)")
+    port = free_port()
+    data = tmp_path / "registry-data"
+    config = tmp_path / "registry.yml"
+    config.write_text(f"""\
+version: 0.1
+log: {{level: error}}
+storage:
+  filesystem: {{rootdirectory: {data}}}
+http:
+  addr: 127.0.0.1:{port}
+""")
+    log = (tmp_path / "registry.log").open("w")
+    process = subprocess.Popen([REGISTRY, "serve", str(config)], stdout=log,
+                               stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{url}/v2/", timeout=1).close()
+                break
+            except (urllib.error.URLError, OSError):
+                if process.poll() is not None:
+                    pytest.fail("docker-registry exited: "
+                                f"{(tmp_path / 'registry.log').read_text()}")
+                time.sleep(0.1)
+        yield url, data
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()

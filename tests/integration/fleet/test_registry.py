@@ -11,10 +11,8 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,54 +25,6 @@ from tests.integration.fleet.conftest import active_target, ok, state
 
 pytestmark = pytest.mark.onnxruntime
 pytest.importorskip("onnxruntime", reason="the tiny build and the model check need onnxruntime")
-REGISTRY = shutil.which("docker-registry")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """http://127.0.0.1:PORT and the registry's storage folder."""
-    if REGISTRY is None:
-        pytest.skip("docker-registry is not installed (apt-get install docker-registry; "
-                    "scripts/setup.sh does it)")
-    port = free_port()
-    data = tmp_path / "registry-data"
-    config = tmp_path / "registry.yml"
-    config.write_text(f"""\
-version: 0.1
-log: {{level: error}}
-storage:
-  filesystem: {{rootdirectory: {data}}}
-http:
-  addr: 127.0.0.1:{port}
-""")
-    log = (tmp_path / "registry.log").open("w")
-    process = subprocess.Popen([REGISTRY, "serve", str(config)], stdout=log,
-                               stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{url}/v2/", timeout=1).close()
-                break
-            except (urllib.error.URLError, OSError):
-                if process.poll() is not None:
-                    pytest.fail("docker-registry exited: "
-                                f"{(tmp_path / 'registry.log').read_text()}")
-                time.sleep(0.1)
-        yield url, data
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
-
-
 def agent(source: str, root: Path, trusted: Path, target: str = "host-cpu") -> Any:
     return edgebuild("agent", "--from", source, "--channel", "production", "--target", target,
                      "--root", str(root), "--trust", str(trusted))

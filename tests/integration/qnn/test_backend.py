@@ -104,6 +104,38 @@ def test_a_cpu_fallback_is_caught_not_measured(tiny_project: Callable[..., Path]
     assert partition["cpu_op_types"] == ["Hardmax"] and partition["cpu_nodes"] == 1
 
 
+QDQ_TARGETS = """\
+  snapdragon-qdq:
+    profile: snapdragon
+    passes: [quantize: {mode: static, calibration: samples}]
+    options: {precision: qdq}
+    gates: {accuracy: {dataset: samples, min_top1_agreement: 90, min_cosine: 0.99}}
+"""
+
+
+def test_a_quantize_pass_output_taken_as_is(tiny_project: Callable[..., Path],
+                                            tmp_path: Path) -> None:
+    """`precision: qdq`: the quantize pass's Q/DQ (the encodings other backends get) goes
+    to the HTP unchanged; TensorRT's symmetric form is refused before the compile."""
+    recipe = tiny_project(TINY.split("  snapdragon:")[0] + QDQ_TARGETS)
+    out = tmp_path / "out"
+    result = edgebuild("run", str(recipe), "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = {s["id"]: s for s in report_of(out)["stages"]}
+    compiled = stages["compile@snapdragon-qdq"]["metadata"]
+    assert compiled["quantization"]["source"] == "the input's Q/DQ, as is"
+    assert compiled["quantization"]["quantize_nodes"] >= 1
+    assert compiled["partition"]["cpu_nodes"] == 0 and compiled["partition"]["htp_nodes"] >= 3
+    accuracy = next(g for t in report_of(out)["targets"] for g in t["gates"]
+                    if g["gate"] == "accuracy")
+    assert accuracy["status"] == "passed", accuracy["message"]
+    recipe.write_text(recipe.read_text().replace(
+        "{mode: static, calibration: samples}", "{preset: tensorrt, calibration: samples}"))
+    refused = edgebuild("run", str(recipe), "--out", str(tmp_path / "trt"))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "the HTP takes uint8/uint16 activations" in refused.stdout + refused.stderr
+
+
 def test_int8_without_calibration_is_a_recipe_error(tiny_project: Callable[..., Path]) -> None:
     recipe = tiny_project(TINY.replace(", calibration_dataset: samples", ""))
     result = edgebuild("validate", str(recipe))
