@@ -10,7 +10,7 @@ from edgebuild.backends.coreml.backend import kept_float as coreml_kept_float
 from edgebuild.backends.coreml.options import CoreMlOptions
 from edgebuild.backends.qnn.backend import QnnOptions
 from edgebuild.backends.tflite.backend import TfliteOptions, _kept_float
-from edgebuild.backends.tflite.keep_float import same_scale_feeders
+from edgebuild.backends.tflite.keep_float import same_scale_feeders, with_fused_activations
 
 
 def head() -> onnx.GraphProto:
@@ -37,6 +37,22 @@ def test_same_scale_ops_feeding_a_mixed_range_node_stay_float_on_tflite() -> Non
     # their own and keep it.
     assert same_scale_feeders(head(), ["concat"]) == ["reshape", "transpose"]
     assert same_scale_feeders(head(), []) == []
+
+
+def test_an_excluded_conv_takes_the_activation_tflite_fuses_into_it() -> None:
+    """Conv ─ Clip (its only consumer) ─ Conv ─┬─ Relu, Add: the first Conv's Clip joins it
+    (TFLite fuses it into the CONV_2D, which would otherwise have an int8 owner); the
+    second's output has two consumers, so nothing is fused and nothing joins."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c1"], name="stem"),
+             helper.make_node("Clip", ["c1"], ["a1"], name="stem_act"),
+             helper.make_node("Conv", ["a1", "w"], ["c2"], name="second"),
+             helper.make_node("Relu", ["c2"], ["a2"], name="second_act"),
+             helper.make_node("Add", ["c2", "a2"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [], [])
+    assert with_fused_activations(graph, ["stem", "second", "missing"]) == \
+        ["stem", "stem_act", "second", "missing"]
+    assert TfliteOptions(precision="int8", calibration_dataset="calib",
+                         exclude_nodes=["stem"]).exclude_nodes == ["stem"]
 
 
 def test_tflite_int8_rules_options_and_what_other_precisions_say() -> None:

@@ -85,6 +85,11 @@ class TfliteOptions(BaseModel):
         KeepFloat.AUTO, description="With `precision: int8`, as the quantize pass: `auto` "
         "keeps the output tail (decode, final Sigmoid/Softmax, output Concat) and a signal "
         "front end float; `none` does not. Metadata `kept_float` says what TFLite honoured.")
+    exclude_nodes: list[str] = Field(
+        default_factory=list, description="With `precision: int8`: ONNX nodes (of the model "
+        "onnx2tf converted, as the quantize pass's `exclude_nodes` name them) kept float too, "
+        "with the Relu/Clip TFLite would fuse into them. Metadata `kept_float` says which "
+        "TFLite honoured.")
     mixed_range_bound: float | None = Field(
         DEFAULT_BOUND, gt=1, description="With `precision: int8`, as the quantize pass: a "
         "Concat/Add whose inputs' calibrated ranges differ by more than this factor stays "

@@ -97,14 +97,38 @@ def choose(model: Artifact, options: TfliteOptions, samples: Samples | None,
     graph_model = onnx.load(str(graph_path))
     probe = [samples.feed(i) for i in range(min(RANGE_SAMPLES, count, len(samples)))] \
         if samples is not None else None
-    chosen = float_nodes(graph_model, probe, options.keep_float.value,
-                         options.mixed_range_bound)
     graph = graph_model.graph
+    chosen = float_nodes(graph_model, probe, options.keep_float.value,
+                         options.mixed_range_bound,
+                         user=with_fused_activations(graph, options.exclude_nodes))
     producers = {o: n.name for n in graph.node for o in n.output}
     outputs = [o.name for o in graph.output]
     return KeptFloat(chosen, json.loads(layers_path.read_text()), outputs,
                      {o: producers.get(o, "") for o in outputs}, options.io_type.value,
                      same_scale_feeders(graph, [m.node for m in chosen.mixed_range]))
+
+
+FUSED_ACTIVATIONS = ("Relu", "Clip", "Relu6", "Tanh", "Sigmoid")  # TFLite's fused_activation
+
+
+def with_fused_activations(graph: Any, nodes: list[str]) -> list[str]:
+    """`nodes`, each followed by the activation TFLite fuses into it (its only consumer, a
+    Relu or Clip): a fused op with one float and one int8 owner cannot stay float."""
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    by_name = {n.name: n for n in graph.node}
+    found: list[str] = []
+    for name in nodes:
+        found.append(name)
+        node = by_name.get(name)
+        if node is None or len(node.output) != 1:
+            continue
+        after = consumers.get(node.output[0], [])
+        if len(after) == 1 and after[0].op_type in FUSED_ACTIVATIONS:
+            found.append(after[0].name)
+    return list(dict.fromkeys(found))
 
 
 def same_scale_feeders(graph: Any, nodes: list[str]) -> list[str]:
