@@ -102,7 +102,7 @@ def test_composed_gfl_nms_equals_numpy_decode_and_nms(tmp_path: Path) -> None:
         np.testing.assert_allclose(scores[0, :n], ref_scores[keep], rtol=1e-5, atol=1e-6)
         assert np.array_equal(classes[0, :n], ref_classes[keep])
         found += n
-    assert found >= 80  # the 12 pages hold 104 drawn blocks
+    assert found >= 80  # detections at score > 0.3; the 12 pages hold 86 drawn blocks
 
 
 def test_a_wrong_stride_names_the_output_and_the_grid() -> None:
