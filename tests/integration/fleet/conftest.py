@@ -53,17 +53,23 @@ targets:
 """
 
 
-@pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real build folder (report.json, artifacts/<target>/manifest.json)."""
+def tiny_project(project: Path, recipe: str) -> Path:
+    """`project` with the tiny ONNX model, its 16 samples and `recipe` as tiny.yaml."""
     import numpy as np
 
-    project = tmp_path_factory.mktemp("project")
     make_tiny_onnx(project / "tiny.onnx")
     rng = np.random.default_rng(0)
     np.savez(project / "samples.npz", x=rng.standard_normal((16, 4)).astype(np.float32),
              y=rng.integers(0, 3, 16))
-    (project / "tiny.yaml").write_text(textwrap.dedent(RECIPE))
+    (project / "tiny.yaml").write_text(textwrap.dedent(recipe))
+    return project
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real build folder (report.json, artifacts/<target>/manifest.json)."""
+
+    project = tiny_project(tmp_path_factory.mktemp("project"), RECIPE)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("EDGEBUILD_QUIET_WAIT_S", "3")
         report = api.run(project / "tiny.yaml", api.RunOptions(

@@ -7,7 +7,6 @@ The build itself needs trtexec on an NVIDIA GPU: skipped here with that reason."
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ import pytest
 from edgebuild import api
 from edgebuild.errors import ExitCode
 from edgebuild.fleet import jetson
-from tests.conftest import edgebuild, make_tiny_onnx
-from tests.integration.fleet.conftest import ok, state
+from tests.conftest import edgebuild
+from tests.integration.fleet.conftest import ok, state, tiny_project
 
 pytestmark = pytest.mark.onnxruntime
 pytest.importorskip("onnxruntime", reason="the tiny build's accuracy gate needs onnxruntime")
@@ -42,14 +41,7 @@ targets:
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A layout with the tiny build for the Jetson published as 1.0.0 (no engine: this
     machine has no NVIDIA GPU, so the variant is the TensorRT-ready ONNX)."""
-    import numpy as np
-
-    project = tmp_path_factory.mktemp("jetson")
-    make_tiny_onnx(project / "tiny.onnx")
-    rng = np.random.default_rng(0)
-    np.savez(project / "samples.npz", x=rng.standard_normal((16, 4)).astype(np.float32),
-             y=rng.integers(0, 3, 16))
-    (project / "tiny.yaml").write_text(textwrap.dedent(RECIPE))
+    project = tiny_project(tmp_path_factory.mktemp("jetson"), RECIPE)
     api.run(project / "tiny.yaml", api.RunOptions(out=project / "build",
                                                   cache_dir=project / "cache"))
     built = json.loads((project / "build" / "artifacts" / TARGET / "manifest.json").read_text())
