@@ -191,6 +191,10 @@ class Backend(ABC):
     # gate is "not measurable here" (an emulator's or a stand-in's memory is not the
     # device's).
     measures_memory: ClassVar[bool] = False
+    # Its `op_profile` runs where its latency cannot be measured (QNN: the HTP emulator's
+    # profile, with no phone): measure-latency takes that profile when asked and keeps
+    # the latency "not measurable here" (gates/latency.py).
+    profiles_without_latency: ClassVar[bool] = False
 
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
