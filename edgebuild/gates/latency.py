@@ -137,11 +137,12 @@ def _profile_only(ctx: StageContext, backend: Backend, reason: str) -> OpResult:
     assert ctx.target is not None
     shapes = next(iter(io_profiles(ctx.io).values()))
     (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
-    where = backend.where(ctx.target, "accuracy") or "this host"
-    record = LatencyRecord(unmeasurable=reason, where=f"per-op profile only: {where}",
+    profile = op_profile(backend, ctx.input(), ctx.target, ctx.target.measure.threads,
+                         feeds, shapes, MIN_RUNS)
+    where = ("no per-op profile either" if profile.unmeasurable else
+             f"per-op profile only: {profile.source or backend.name}")
+    record = LatencyRecord(unmeasurable=reason, where=where, profile=profile,
                            untrusted=f"not cached: {reason}")
-    record.profile = op_profile(backend, ctx.input(), ctx.target, ctx.target.measure.threads,
-                                feeds, shapes, MIN_RUNS)
     return _stored(ctx, record)
 
 

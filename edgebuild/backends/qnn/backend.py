@@ -198,10 +198,7 @@ class QnnBackend(Backend):
 
     def _probe(self, target: Target, purpose: str) -> str | None:
         # Latency: `adb devices -l` and a sentence. Accuracy imports onnxruntime-qnn.
-        # `measure.profile`: the stage runs, for the emulator's profile (profile.py).
-        if purpose != "latency" or target.measure.profile:
-            return None
-        return self.unmeasurable_reason(target, purpose)
+        return self.unmeasurable_reason(target, purpose) if purpose == "latency" else None
 
     def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
                    feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
