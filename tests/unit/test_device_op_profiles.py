@@ -130,3 +130,20 @@ def test_off_a_mac_the_compute_plan_is_not_measurable_here() -> None:
     # No coremltools import off a Mac: the answer comes first.
     found = compute_plan(Path("model.mlpackage"), "all")
     assert found.unmeasurable == UNMEASURABLE and not found.rows
+    # The iPhone target asking for a profile: its latency stage runs (the probe leaves
+    # it) and records why there is none, beside "latency: not measurable here".
+    from edgebuild.core.target import Target
+    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.registry import load_backend
+
+    root = Path(__file__).parents[2]
+    loaded = load_profiles(profile_dirs(root / "recipe.yaml"))["iphone"].profile
+    asked = Target(name="i", profile=loaded.model_copy(update={
+        "measure": loaded.measure.model_copy(update={"profile": True})}))
+    backend = load_backend("coreml")
+    assert backend.probe(Target(name="i", profile=loaded), "latency")  # needs macOS
+    assert backend.probe(asked, "latency") is None
+    artifact = Artifact("k" * 64, "mlpackage", Path("out"), {"model.mlpackage": "d"}, {},
+                        {"main": "model.mlpackage"})
+    profile = backend.op_profile(artifact, asked, None, {}, {}, 5)
+    assert profile is not None and profile.unmeasurable == UNMEASURABLE

@@ -1,6 +1,6 @@
 """Core ML's compute plan as an OpProfile (backends/coreml/plan.py): per op the device
 Core ML prefers and its estimated cost share, never a time. The conversion is checked on
-coremltools' own classes (their macOS-only proxies aside: see RecordedPlan); the real
+coremltools' own classes (their macOS-only proxies aside: see ConstructedProxy); the real
 plan of a converted model on a Mac."""
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ def _op(kind: str, output: str, blocks: list[Any] | None = None) -> Any:
             name=output, type=cp.MLModelStructureProgramValueType())])
 
 
-class RecordedPlan:
+class ConstructedProxy:
     """Stands in for the macOS-only `_MLComputePlanProxy` behind coremltools'
-    MLComputePlan: the structure, and per operation the usage and cost it would return."""
+    MLComputePlan (whose methods are the real ones, delegating to it): the structure, and
+    per operation a usage and a cost of coremltools' own classes. The values are made up
+    here, not recorded on a Mac: this checks the conversion, not Core ML."""
 
     def __init__(self, structure: Any, usage: dict[str, Any], cost: dict[str, Any]) -> None:
         self.model_structure = structure
@@ -80,7 +82,7 @@ def _plan() -> Any:
     cost = {EVIL: cp.MLComputePlanCost(0.7), "relu_1": cp.MLComputePlanCost(0.1),
             "loop_relu": cp.MLComputePlanCost(0.05), "probs": cp.MLComputePlanCost(0.15)}
     plan = cp.MLComputePlan.__new__(cp.MLComputePlan)  # its __init__ wants the proxy
-    plan.__proxy__ = RecordedPlan(structure, usage, cost)
+    plan.__proxy__ = ConstructedProxy(structure, usage, cost)
     return plan
 
 
