@@ -15,7 +15,9 @@ never a KeyError deep in a gate.
 `profile`, `memory` and `throughput` are the slots for the per-operator profile, the
 memory figure and the throughput figure (issue 32): None until a backend measures them.
 `profile` is an OpProfile (ONNX Runtime's profiler, OpenVINO's performance counters:
-gates/profiling.py) or trtexec's exported layer list as the tool wrote it; `memory` is
+gates/profiling.py; QNN's profile on the HTP emulator, beside a latency that is "not
+measurable here"; Core ML's compute plan, an estimate with no ms) or trtexec's exported
+layer list as the tool wrote it; `memory` is
 the runtime's peak resident memory (gates/footprint.py) or benchmark_model's figures.
 """
 
