@@ -191,6 +191,11 @@ class Backend(ABC):
     # gate is "not measurable here" (an emulator's or a stand-in's memory is not the
     # device's).
     measures_memory: ClassVar[bool] = False
+    # Its `op_profile` answers where its latency cannot be measured (QNN: the HTP
+    # emulator's profile, with no phone; Core ML: "the compute plan needs macOS"):
+    # measure-latency takes that profile when asked and keeps the latency "not measurable
+    # here" (gates/latency.py), and `probe` leaves such a stage to run.
+    profiles_without_latency: ClassVar[bool] = False
 
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
@@ -231,6 +236,8 @@ class Backend(ABC):
         """
         if purpose not in PROBE_PURPOSES:
             raise ValueError(f"probe purpose {purpose!r}: one of {', '.join(PROBE_PURPOSES)}")
+        if purpose == "latency" and self.profiles_without_latency and target.measure.profile:
+            return None  # the stage runs: it takes the profile it can (gates/latency.py)
         return self._probe(target, purpose) or None
 
     def _probe(self, target: Target, purpose: str) -> str | None:

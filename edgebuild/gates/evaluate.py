@@ -224,6 +224,12 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
     except RecordError as exc:
         return [_unreadable(target, "latency", exc)]
     where = record.where or ""
+    if record.profiles is None and record.unmeasurable is not None:  # a profile, no latency
+        return [GateResult(
+            target=target, gate="latency", status=GateStatus.UNMEASURABLE,
+            counts_as_failure=policy.unmeasurable is Unmeasurable.FAIL,
+            details={"where": where},
+            message=f"{record.unmeasurable} (policy.unmeasurable: {policy.unmeasurable.value})")]
     if record.profiles is None:
         samples = run.artifact.path / "samples_ms.npy"
         budget = gate.budget_for(EXAMPLE)

@@ -42,7 +42,7 @@ from edgebuild.registry import backend_tools, load_backend
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.backends.base import Runner
+    from edgebuild.backends.base import Backend, Runner
 
 
 class LatencyParams(BaseModel):
@@ -73,9 +73,11 @@ class MeasureLatency(Op):
         assert ctx.target is not None
         backend = load_backend(ctx.target.backend)
         reason = backend.unmeasurable_reason(ctx.target)
+        settings = ctx.target.measure
+        if reason and backend.profiles_without_latency and (settings.profile or params.profile):
+            return _profile_only(ctx, backend, reason)
         if reason:
             return OpResult(main="", format="latency", unmeasurable=reason)
-        settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
         on_device = backend.device_latency(ctx.input(), ctx.target, settings)
         if on_device is not None:
@@ -124,6 +126,24 @@ class MeasureLatency(Op):
         if untrusted:
             record.untrusted = f"not cached: {untrusted}"
         return _stored(ctx, record)
+
+
+def _profile_only(ctx: StageContext, backend: Backend, reason: str) -> OpResult:
+    """No latency (`reason`), but the per-op profile the backend can take here (QNN's on
+    the HTP emulator: its own figures, labelled so). Never cached, as "not here" is not:
+    a phone may be attached next time."""
+    from edgebuild.gates.profiling import MIN_RUNS, op_profile
+
+    assert ctx.target is not None
+    shapes = next(iter(io_profiles(ctx.io).values()))
+    (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=shapes)
+    profile = op_profile(backend, ctx.input(), ctx.target, ctx.target.measure.threads,
+                         feeds, shapes, MIN_RUNS)
+    where = ("no per-op profile either" if profile.unmeasurable else
+             f"per-op profile only: {profile.source or backend.name}")
+    record = LatencyRecord(unmeasurable=reason, where=where, profile=profile,
+                           untrusted=f"not cached: {reason}")
+    return _stored(ctx, record)
 
 
 def _stored(ctx: StageContext, record: LatencyRecord) -> OpResult:

@@ -15,7 +15,9 @@ never a KeyError deep in a gate.
 `profile`, `memory` and `throughput` are the slots for the per-operator profile, the
 memory figure and the throughput figure (issue 32): None until a backend measures them.
 `profile` is an OpProfile (ONNX Runtime's profiler, OpenVINO's performance counters:
-gates/profiling.py) or trtexec's exported layer list as the tool wrote it; `memory` is
+gates/profiling.py; QNN's profile on the HTP emulator, beside a latency that is "not
+measurable here"; Core ML's compute plan, an estimate with no ms) or trtexec's exported
+layer list as the tool wrote it; `memory` is
 the runtime's peak resident memory (gates/footprint.py) or benchmark_model's figures.
 """
 
@@ -78,15 +80,17 @@ class Memory(Record):
 
 
 class OpRow(Record):
-    """One node (ONNX Runtime) or layer (OpenVINO) of a profiled run: mean ms per run."""
+    """One node (ONNX Runtime) or layer (OpenVINO) of a profiled run: mean ms per run.
+    Core ML's compute plan gives no time: `ms` None and `share` its estimated cost."""
 
     node: StrictStr  # the runtime's name for it (untrusted: from the model file)
     op_type: StrictStr
     exec: StrictStr | None = None  # ORT: the execution provider; OpenVINO: jit_avx2_f32, …
-    ms: float = Field(ge=0)
-    share: float = Field(ge=0)  # of the sum of every row's ms
+    ms: float | None = Field(ge=0)  # None: no time (Core ML's compute plan: an estimate)
+    share: float = Field(ge=0)  # of the sum of every row's ms (Core ML: estimated cost)
     onnx_nodes: list[StrictStr] | None = None  # the model's nodes it runs, where known
     fused: bool = False  # one runtime node for several ONNX nodes (a fused group)
+    cycles: int | None = Field(None, ge=0)  # QNN: the HTP's cycles for it, per run
 
 
 class OpProfile(Record):
@@ -103,16 +107,20 @@ class OpProfile(Record):
     rows: list[OpRow] = Field(default_factory=list)
     note: StrictStr | None = None
     unmeasurable: StrictStr | None = None
+    cycles: int | None = Field(None, ge=0)  # QNN: the HTP's own total cycles per run
+    estimate: bool = False  # rows carry an estimated cost share, no time (Core ML's plan)
 
     def by_type(self) -> dict[str, float]:
-        """ms per run by op type, slowest first."""
+        """ms per run by op type, slowest first (an estimate's: the summed cost share)."""
         found: dict[str, float] = {}
         for row in self.rows:
-            found[row.op_type] = found.get(row.op_type, 0.0) + row.ms
+            value = row.share if self.estimate else (row.ms or 0.0)
+            found[row.op_type] = found.get(row.op_type, 0.0) + value
         return dict(sorted(found.items(), key=lambda item: -item[1]))
 
     def top(self, count: int = 10) -> list[OpRow]:
-        return sorted(self.rows, key=lambda row: -row.ms)[:count]
+        key = (lambda row: -row.share) if self.estimate else (lambda row: -(row.ms or 0.0))
+        return sorted(self.rows, key=key)[:count]
 
 
 class Throughput(Record):

@@ -79,8 +79,10 @@ class OpComparison(BaseModel):
 
 
 def measured(profile: OpProfile | None) -> bool:
-    """A profile with rows to compare (not one saying why there is none)."""
-    return profile is not None and not profile.unmeasurable and bool(profile.rows)
+    """A profile with timed rows to compare (not one saying why there is none, nor an
+    estimate)."""
+    return (profile is not None and not profile.unmeasurable and bool(profile.rows)
+            and not profile.estimate)  # Core ML's cost shares are not times
 
 
 def compare_profiles(a_name: str, a: OpProfile, b_name: str, b: OpProfile,

@@ -17,14 +17,23 @@ TOP = 10  # operators listed by time
 TYPES = 8  # op types listed
 
 
+def ms_text(ms: float | None) -> str:
+    """A row's ms a run; '—' where the profile has no time (Core ML's estimate)."""
+    return "—" if ms is None else f"{ms:.3f}"
+
+
 def measured_line(profile: OpProfile) -> str:
     """One line: where the profile comes from and how it adds up."""
+    if profile.estimate:
+        return f"{profile.source or 'profile'}: estimated cost shares, not times"
     parts = [profile.source or "profile", f"{profile.runs or 0} runs"]
     if profile.threads:
         parts.append(f"{profile.threads} thread(s)")
     if profile.ops_ms is not None and profile.wall_ms:
         parts.append(f"ops {profile.ops_ms:.3f} ms of {profile.wall_ms:.3f} ms a run "
                      f"({profile.ops_ms / profile.wall_ms:.0%})")
+    if profile.cycles is not None:
+        parts.append(f"{profile.cycles} HTP cycles a run")
     return ", ".join(parts)
 
 
@@ -35,6 +44,15 @@ def memory_text(memory: Memory) -> str:
              f"{memory.process_peak_mb:.0f} MB)" if memory.init_mb is not None
              and memory.process_peak_mb is not None else "")
     return f"runtime peak {memory.peak_mb:.1f} MB for load + inference{extra}"
+
+
+def by_type_rows(profile: OpProfile) -> list[tuple[str, float | None, float]]:
+    """(op type, ms a run or None for an estimate, share) of the TYPES largest."""
+    total = profile.ops_ms or 0.0
+    found = list(profile.by_type().items())[:TYPES]
+    if profile.estimate:
+        return [(kind, None, value) for kind, value in found]
+    return [(kind, ms, ms / total if total else 0.0) for kind, ms in found]
 
 
 def markdown_lines(report: Report) -> list[str]:
@@ -56,16 +74,15 @@ def markdown_lines(report: Report) -> list[str]:
         if profile.note:  # what the rows do not say (TFLite: no ONNX node mapped)
             lines += [f"Note: {md(profile.note)}.", ""]
         lines += ["| op type | ms a run | share |", "|---|---|---|"]
-        total = profile.ops_ms or 0.0
-        for kind, ms in list(profile.by_type().items())[:TYPES]:
-            lines.append(f"| {md_code(kind)} | {ms:.3f} | {ms / total if total else 0:.0%} |")
+        for kind, ms, share in by_type_rows(profile):
+            lines.append(f"| {md_code(kind)} | {ms_text(ms)} | {share:.0%} |")
         lines += ["", "| node | op type | kernel / provider | ms a run | share | ONNX nodes |",
                   "|---|---|---|---|---|---|"]
         for row in profile.top(TOP):
             nodes = ", ".join(row.onnx_nodes or []) or "—"
             fused = " (fused group)" if row.fused else ""
             lines.append(f"| {md_code(row.node)} | {md_code(row.op_type)} | "
-                         f"{md(row.exec or '—')} | {row.ms:.3f} | {row.share:.0%} | "
+                         f"{md(row.exec or '—')} | {ms_text(row.ms)} | {row.share:.0%} | "
                          f"{md(nodes)}{fused} |")
     return lines
 
@@ -93,16 +110,15 @@ def html_section(t: TargetReport) -> str:
                  "the summed op time.</p>")
     if profile.note:
         parts.append(f'<p class="meta">Note: {escape(profile.note)}.</p>')
-    total = profile.ops_ms or 0.0
     rows = "".join(
-        f"<tr><td><code>{escape(kind)}</code></td><td>{ms:.3f}</td>"
-        f'<td class="barcell">{_bar(ms / total if total else 0.0)}</td></tr>'
-        for kind, ms in list(profile.by_type().items())[:TYPES])
+        f"<tr><td><code>{escape(kind)}</code></td><td>{ms_text(ms)}</td>"
+        f'<td class="barcell">{_bar(share)}</td></tr>'
+        for kind, ms, share in by_type_rows(profile))
     parts.append("<table><tr><th>op type</th><th>ms a run</th><th>share</th></tr>"
                  f"{rows}</table>")
     rows = "".join(
         f"<tr><td><code>{escape(row.node)}</code></td><td><code>{escape(row.op_type)}</code>"
-        f"</td><td>{escape(row.exec or '—')}</td><td>{row.ms:.3f}</td>"
+        f"</td><td>{escape(row.exec or '—')}</td><td>{ms_text(row.ms)}</td>"
         f'<td class="barcell">{_bar(row.share)}</td>'
         f"<td>{escape(', '.join(row.onnx_nodes or []) or '—')}"
         f"{' <em>(fused group)</em>' if row.fused else ''}</td></tr>"

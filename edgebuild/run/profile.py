@@ -126,7 +126,7 @@ def _plain(text: str) -> str:
 
 def summary_lines(target: TargetReport) -> list[str]:
     """The terminal's view: how it was measured, time by op type, the top operators."""
-    from edgebuild.report.profile import TYPES, measured_line, memory_text
+    from edgebuild.report.profile import by_type_rows, measured_line, memory_text, ms_text
 
     profile = target.op_profile
     lines = [f"\n{target.name} ({target.backend}):"]
@@ -137,15 +137,16 @@ def summary_lines(target: TargetReport) -> list[str]:
     if profile.unmeasurable:
         return [*lines, f"  no profile: {_plain(profile.unmeasurable)}"]
     lines.append(f"  profile: {_plain(measured_line(profile))}")
-    total = profile.ops_ms or 0.0
+    if profile.note:
+        lines.append(f"  note: {_plain(profile.note)}")
     lines.append("  time by op type (ms a run, share):")
-    for kind, ms in list(profile.by_type().items())[:TYPES]:
-        lines.append(f"    {_plain(kind):<24} {ms:9.3f}  {ms / total if total else 0:4.0%}")
+    for kind, ms, share in by_type_rows(profile):
+        lines.append(f"    {_plain(kind):<24} {ms_text(ms):>9}  {share:4.0%}")
     lines.append(f"  top {TOP} operators (ms a run, share, kernel / provider):")
     for row in profile.top(TOP):
         fused = " (fused group)" if row.fused else ""
         lines.append(f"    {_plain(row.node)[:48]:<48} {_plain(row.op_type):<16} "
-                     f"{row.ms:9.3f}  {row.share:4.0%}  {_plain(row.exec or '—')}{fused}")
+                     f"{ms_text(row.ms):>9}  {row.share:4.0%}  {_plain(row.exec or '—')}{fused}")
     return lines
 
 

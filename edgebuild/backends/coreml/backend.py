@@ -25,7 +25,10 @@ from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import OpProfile
 
 PACKAGE = "model.mlpackage"
 PROGRAM_NOTE = "coreml_program.md"
@@ -50,6 +53,8 @@ class CoreMlBackend(Backend):
     # boxes its example kept (random check inputs keep none, so the capture check cannot
     # see it), and Core ML's own NMS is a separate pipeline model, not built here.
     converts_nms = False
+    # `measure.profile` off a Mac: the record says the compute plan needs macOS (plan.py)
+    profiles_without_latency = True
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.coreml import program
@@ -131,6 +136,16 @@ class CoreMlBackend(Backend):
 
     def device_latency(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """Core ML's compute plan on a Mac: per op the preferred device and estimated cost
+        share (plan.py), not times; "not measurable here" elsewhere."""
+        from edgebuild.backends.coreml.plan import compute_plan
+
+        options = CoreMlOptions.model_validate(target.options)
+        return compute_plan(artifact.main, options.compute_units)
 
 
 def kept_float(options: CoreMlOptions) -> dict[str, Any] | None:

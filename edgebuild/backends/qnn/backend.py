@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import OpProfile
 
 CONTEXT_MODEL = "model_ctx.onnx"
 
@@ -112,9 +113,13 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    # 4: precision qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast;
-    # 2: per-channel by default; keep_float / mixed_range_bound options
-    version = 4
+    # 5: qnn_nodes.json (the profile's op types); 4: precision qdq; 3: fp16 takes a uint8
+    # input through DequantizeLinear, not Cast; 2: per-channel by default; keep_float /
+    # mixed_range_bound options
+    version = 5
+    # measure-latency takes the emulator's per-op profile when asked, with its latency
+    # still "not measurable here" (profile.py; gates/latency.py)
+    profiles_without_latency = True
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -166,6 +171,9 @@ class QnnBackend(Backend):
             raise StageError("the HTP took no node of the model",
                              "unsupported dtypes or dynamic shapes are the usual cause")
         found = partition.partition(model, context)
+        from edgebuild.backends.qnn.profile import NODES_FILE, write_nodes
+
+        write_nodes(model, ctx.out / NODES_FILE)  # the profile's op types (profile.py)
         for scratch in {static, bare, model} - {source}:
             scratch.unlink()  # pinned shapes, QDQ: inputs of the context binary, not results
         if found.cpu and options.cpu_fallback is CpuFallback.FAIL:
@@ -191,6 +199,18 @@ class QnnBackend(Backend):
     def _probe(self, target: Target, purpose: str) -> str | None:
         # Latency: `adb devices -l` and a sentence. Accuracy imports onnxruntime-qnn.
         return self.unmeasurable_reason(target, purpose) if purpose == "latency" else None
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """QNN's own per-op profile on the x86 HTP emulator: the emulator's, never the
+        phone's time (profile.py)."""
+        from edgebuild.backends.qnn.profile import op_profile
+        from edgebuild.backends.qnn.session import qnn_devices
+
+        qnn_devices()  # BackendUnavailable without onnxruntime-qnn
+        return op_profile(artifact.main, QnnOptions.model_validate(target.options), threads,
+                          feeds, runs)
 
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
         if purpose == "accuracy":
