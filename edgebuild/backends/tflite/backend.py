@@ -180,6 +180,12 @@ class TfliteBackend(Backend):
                             use_xnnpack=options.delegate is not Delegate.CPU,
                             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
 
+    def memory_measurable(self, target: Target) -> bool:
+        """On the host the runner runs ai-edge-litert in the measuring process, so
+        gates/footprint.py reads its peak memory as for ONNX Runtime; on a phone the
+        memory is benchmark_model's (device.py)."""
+        return TfliteOptions.model_validate(target.options).latency_on is LatencyOn.HOST
+
     def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
                    feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
                    runs: int) -> OpProfile | None:
