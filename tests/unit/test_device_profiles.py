@@ -172,9 +172,9 @@ def test_a_bad_profile_file_is_refused_by_name(tmp_path: Path) -> None:
         read('[{"count": 1}, {"name": "a"b", "timeMs": 1}]')
     with pytest.raises(LayerProfileError, match="count"):
         read(json.dumps(good[1:]))
-    with pytest.raises(LayerProfileError, match="entry 1 .*timeMs"):
+    with pytest.raises(LayerProfileError, match=r"entry 1 .*timeMs"):
         read(json.dumps([good[0], {**good[1], "timeMs": -1}]))
-    with pytest.raises(LayerProfileError, match="entry 1 .*cmd: Extra inputs"):
+    with pytest.raises(LayerProfileError, match=r"entry 1 .*cmd: Extra inputs"):
         read(json.dumps([good[0], {**good[1], "cmd": "rm -rf /"}]))
     (tmp_path / "layers.json").write_text("[1, 2")
     assert (read_layers(tmp_path / "layers.json", tmp_path).unmeasurable or "").startswith(
