@@ -197,6 +197,12 @@ class Backend(ABC):
     # here" (gates/latency.py), and `probe` leaves such a stage to run.
     profiles_without_latency: ClassVar[bool] = False
 
+    def memory_measurable(self, target: Target) -> bool:
+        """Whether gates/footprint.py reads `target`'s runtime memory on this host: the
+        class's `measures_memory`, unless a backend's targets differ (TFLite: on the host,
+        not on a phone)."""
+        return self.measures_memory
+
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
 

@@ -42,7 +42,8 @@ class MeasureSettings(Strict):
         "null: never judge.")
     profile: bool = Field(
         False, description="After the timed runs, take a per-operator profile in a run of "
-        "its own (ONNX Runtime's profiler, OpenVINO's performance counters) and the "
+        "its own (ONNX Runtime's profiler, OpenVINO's performance counters, LiteRT's "
+        "profiler; on a device benchmark_model's or trtexec's per-layer tables) and the "
         "runtime's peak memory in a fresh process; the report shows both "
         "(docs/profiles.md). Off: neither runs, and timing is unchanged.")
 

@@ -52,7 +52,7 @@ def measure_memory(artifact: Artifact, target: Target, threads: int | None,
     from edgebuild.registry import load_backend
 
     backend = load_backend(target.backend)
-    if not backend.measures_memory:
+    if not backend.memory_measurable(target):
         return Memory(unmeasurable=f"not measurable here: backend {backend.name} does not "
                       "run its runtime in this process (a device's or emulator's memory is "
                       "not read on this host)")

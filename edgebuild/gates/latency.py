@@ -57,7 +57,7 @@ class LatencyParams(BaseModel):
 
 class MeasureLatency(Op):
     name = "measure-latency"
-    version = 3
+    version = 4  # 4: TFLite on-device op profile; TFLite host memory
     Params = LatencyParams
     accepts = ("*",)
     produces = "latency"
@@ -79,7 +79,9 @@ class MeasureLatency(Op):
         if reason:
             return OpResult(main="", format="latency", unmeasurable=reason)
         where = backend.where(ctx.target, "latency")
-        on_device = backend.device_latency(ctx.input(), ctx.target, settings)
+        # `edgebuild profile` (params.profile) asks the device's tool for its profile too.
+        on_device = backend.device_latency(ctx.input(), ctx.target, settings.model_copy(
+            update={"profile": True}) if params.profile else settings)
         if on_device is not None:
             if ctx.io.shapes:  # a device's own tool times the artifact as it was built
                 on_device = LatencyRecord(profiles={profile: LatencyFigures(unmeasurable=(

@@ -16,8 +16,9 @@ never a KeyError deep in a gate.
 memory figure and the throughput figure (issue 32): None until a backend measures them.
 `profile` is an OpProfile (ONNX Runtime's profiler, OpenVINO's performance counters:
 gates/profiling.py; QNN's profile on the HTP emulator, beside a latency that is "not
-measurable here"; Core ML's compute plan, an estimate with no ms) or trtexec's exported
-layer list as the tool wrote it; `memory` is
+measurable here"; Core ML's compute plan, an estimate with no ms; on a device
+benchmark_model's or trtexec's per-layer tables, backends/tflite/op_profiling.py and
+backends/tensorrt/layer_profile.py); `memory` is
 the runtime's peak resident memory (gates/footprint.py) or benchmark_model's figures.
 """
 
@@ -184,7 +185,8 @@ class LatencyFigures(Record):
     delegation: dict[str, Any] | None = None  # which delegate took which nodes
     model_size_mb: float | None = None
     log_errors: list[StrictStr] | None = None
-    # Per-operator times: an OpProfile, or trtexec's --exportProfile list as written.
+    # Per-operator times: an OpProfile (a device tool's too: benchmark_model's tables,
+    # trtexec's --exportProfile); trtexec's list as written in records cached before.
     profile: OpProfile | list[dict[str, Any]] | None = None
     memory: Memory | None = None
     throughput: Throughput | None = None

@@ -94,11 +94,17 @@ def test_quickstart_recipe(quickstart_build: QuickstartBuild) -> None:
         memory = next(g for g in target["gates"] if g["gate"] == "memory")
         assert memory["status"] == "passed", memory["message"]
     assert "### Where the time and memory go: intel-cpu" in summary
-    # android: LiteRT's profiler on this host (XNNPACK's kernels); its memory is not read.
+    # android: LiteRT's profiler on this host (XNNPACK's kernels), and LiteRT's peak
+    # memory read in the measuring process as ONNX Runtime's is, judged by its gate.
     android = next(t for t in report["targets"] if t["name"] == "android")
     assert android["op_profile"]["source"] == "litert profiler (C API)"
     assert any(r["exec"].startswith("XNNPACK ") for r in android["op_profile"]["rows"])
     assert "### Where the time and memory go: android" in summary
+    assert android["memory"]["peak_mb"] > 0 and not android["memory"].get("unmeasurable")
+    memory = next(g for g in android["gates"] if g["gate"] == "memory")
+    assert memory["status"] == "passed", memory["message"]
+    section = summary.split("### Where the time and memory go: android", 1)[1]
+    assert "runtime peak" in section.split("\n### ", 1)[0]
     # Throughput with requests in flight: a figure on every host target, its gate decided
     # (a busy machine makes a miss undecided, never a pass).
     for name in ("host-cpu", "intel-cpu", "android"):

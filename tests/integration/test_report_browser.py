@@ -52,6 +52,13 @@ targets:
       latency: {budget_ms: 1000}
       size: {max_mb: 1}
       memory: {max_mb: 1000}
+  android:                      # TFLite timed on this host: LiteRT in the measuring process
+    options: {latency_on: host}
+    measure: {warmup_iterations: 5, min_iterations: 50, max_busy_share: null, min_seconds: 0,
+              threads: 1}
+    gates:
+      latency: {budget_ms: 1000}
+      memory: {max_mb: 1000}
   host-cpu-tight:
     profile: host-cpu
     measure: {warmup_iterations: 5, min_iterations: 300, max_busy_share: null, min_seconds: 0}
@@ -132,6 +139,9 @@ def test_report_renders_offline(page: Path, tmp_path: Path) -> None:
     # host-cpu's profile (the tiny model's MatMul and Relu) and its peak memory
     assert "Where the time and memory go" in dom and "runtime peak" in dom
     assert "<code>MatMul</code>" in dom
+    # android's peak memory too: TFLite on this host is measured as ONNX Runtime is.
+    android = dom.split('<section class="target" id="t-android"', 1)[1].split("</section>")[0]
+    assert "runtime peak" in android and "memory" in android
     assert "<script" not in dom
 
 

@@ -222,3 +222,19 @@ def test_memory_of_a_device_runtime_is_not_measurable_here(profile: str) -> None
     memory = measure_memory(artifact, target, None, {}, {})
     assert memory.peak_mb is None
     assert memory.unmeasurable is not None and "not measurable here" in memory.unmeasurable
+
+
+def test_tflite_memory_is_measured_on_the_host_not_on_a_phone() -> None:
+    """TFLite's host runner runs LiteRT in the measuring process (as ONNX Runtime's), so
+    its memory is read here; on a phone it is benchmark_model's."""
+    from edgebuild.core.target import Target
+    from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
+    from edgebuild.registry import load_backend
+
+    android = load_profiles([BUILTIN_TARGETS])["android"].profile
+    backend = load_backend("tflite")
+    on_phone = Target(name="phone", profile=android)
+    on_host = on_phone.variant("host", {"latency_on": "host"}, None)
+    assert not backend.memory_measurable(on_phone)
+    assert backend.memory_measurable(on_host)
+    assert load_backend("onnxruntime").memory_measurable(on_phone)  # the class's flag

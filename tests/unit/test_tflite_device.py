@@ -354,6 +354,10 @@ if args[:1] == ["shell"]:
         sys.exit(0)
     if args[1].startswith(("rm ", "chmod ")):
         sys.exit(0)
+    if "--enable_op_profiling=true" in args[1] and os.environ.get("FAKE_ADB_REPLAY_PROFILE"):
+        with open(os.environ["FAKE_ADB_REPLAY_PROFILE"]) as replay:  # the profiled run
+            sys.stderr.write(replay.read())
+        sys.exit(0)
     if "--use_xnnpack=false" in args[1] and os.environ.get("FAKE_ADB_REPLAY_CPU"):
         with open(os.environ["FAKE_ADB_REPLAY_CPU"]) as replay:  # builtin kernels run
             sys.stderr.write(replay.read())
@@ -535,3 +539,40 @@ def test_latency_gate_on_device_figures() -> None:
                           "", {}, Policy())
     assert p90.status.value == "unmeasurable" and "not p90" in p90.message
     assert p90.details["device"]["delegation"]["requested"] == "nnapi"
+
+
+RECORDED_PROFILE = Path(__file__).parent.parent / "data" / "profiles" / \
+    "benchmark_model_qemu_riscv64_mobilenet_v1.txt"  # a real log (its README says whose)
+
+
+def test_op_profile_is_a_run_of_its_own_after_the_timed_runs(
+        fake_adb: FakeAdb, model: Path, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    from edgebuild.gates.profiling import profiled_runs
+    from edgebuild.measure.record import LatencyRecord, OpProfile, read_record
+
+    monkeypatch.setenv("FAKE_ADB_REPLAY_PROFILE", str(RECORDED_PROFILE))
+    result = benchmark(model, delegate="nnapi", threads=4, warmup_runs=10, num_runs=100,
+                       op_profile=True)
+    shells = [c[3] for c in fake_adb.calls() if c[2:3] == ["shell"]
+              and "benchmark_model --graph" in c[3]]
+    assert len(shells) == 2 and "--enable_op_profiling" not in shells[0]
+    runs = profiled_runs(result["mean"])  # about a second of the timed mean, 5 to 50
+    assert shells[1].endswith(f"--warmup_runs=1 --num_runs={runs} --use_nnapi=true "
+                              "--enable_op_profiling=true")
+    record = read_record(LatencyRecord, result, "the phone's benchmark_model")
+    profile = record.profile
+    assert isinstance(profile, OpProfile) and profile.unmeasurable is None
+    assert len(profile.rows) == 31 and profile.threads == 4
+    assert profile.wall_ms == pytest.approx(2950.34)  # the profiled log's own timed mean
+    assert profile.ops_ms == pytest.approx(profile.runtime_ms, rel=5e-4)
+    assert record.mean == pytest.approx(result["mean"])  # the timed run's, profiler off
+    broken = tmp_path / "broken.txt"
+    broken.write_text("Operator-wise Profiling Info for Regular Benchmark Runs:\n"
+                      "============================== Run Order ==========\n"
+                      "\t[node type]\t[avg ms]\t[Name]\n\tCONV_2D\tfast\tconv\n")
+    monkeypatch.setenv("FAKE_ADB_REPLAY_PROFILE", str(broken))
+    failed = benchmark(model, delegate="nnapi", op_profile=True)
+    assert failed["profile"]["unmeasurable"].startswith(
+        "not measured: the profiled benchmark_model run on")
+    assert failed["n"] == result["n"]  # the latency stands

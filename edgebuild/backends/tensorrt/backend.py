@@ -41,7 +41,7 @@ from edgebuild.errors import BackendUnavailable, StageError
 
 if TYPE_CHECKING:
     from edgebuild.core.artifact import Artifact
-    from edgebuild.measure.record import LatencyRecord
+    from edgebuild.measure.record import LatencyRecord, OpProfile
     from edgebuild.recipe.common import MeasureSettings
 
 MODEL = "model.onnx"
@@ -215,6 +215,55 @@ class TensorRtBackend(Backend):
             return None  # the latency protocol times EngineRunner.infer in this process
         return trtexec_latency(artifact.path, options, settings)
 
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, Any], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """trtexec's per-layer profile of the engine (`latency_tool: python` times the
+        engine in this process; its profile is trtexec's, in a run of its own)."""
+        if shutil.which("trtexec") is None:
+            from edgebuild.measure.record import OpProfile
+
+            return OpProfile(unmeasurable="not measurable here: trtexec is not on PATH "
+                             "(JetPack has it in /usr/src/tensorrt/bin)")
+        return trtexec_profile(artifact.path, runs)
+
+
+def trtexec_profile(folder: Path, runs: int) -> OpProfile:
+    """`trtexec --loadEngine --dumpProfile --exportProfile` over `runs` iterations, read
+    by layer_profile.py with the ONNX nodes of the model.onnx beside the engine."""
+    with tempfile.TemporaryDirectory(prefix="edgebuild-trtexec-") as work:
+        layers = Path(work) / "layers.json"
+        command = ["trtexec", f"--loadEngine={folder / 'model.engine'}", "--warmUp=200",
+                   f"--iterations={runs}", "--duration=0", "--dumpProfile",
+                   f"--exportProfile={layers}"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise StageError(f"trtexec failed (exit {done.returncode}): "
+                             f"{done.stdout[-500:]}{done.stderr[-500:]}")
+        return read_layers(layers, folder)
+
+
+def read_layers(layers: Path, folder: Path) -> OpProfile:
+    """trtexec's --exportProfile file as an OpProfile; one saying why not when it cannot
+    be read (the latency beside it stands)."""
+    from edgebuild.backends.tensorrt.layer_profile import (
+        SOURCE,
+        LayerProfileError,
+        onnx_node_types,
+        op_profile,
+    )
+    from edgebuild.measure.record import OpProfile
+
+    # The TensorRT-ready ONNX: beside the engine, or a release's files/ (fleet/jetson.py).
+    onnx = next((p for p in (folder / MODEL, folder.parent / "files" / MODEL) if p.is_file()),
+                None)
+    try:
+        return op_profile(layers.read_text(errors="replace"),
+                          onnx_node_types(onnx) if onnx is not None else None)
+    except (OSError, LayerProfileError) as exc:
+        return OpProfile(source=SOURCE, unmeasurable=f"not measured: trtexec's layer profile "
+                         f"could not be read ({exc})")
+
 
 def trtexec_latency(folder: Path, options: TensorRtOptions,
                     settings: MeasureSettings) -> LatencyRecord:
@@ -235,7 +284,8 @@ def trtexec_latency(folder: Path, options: TensorRtOptions,
                    f"--iterations={settings.min_iterations}",
                    f"--duration={max(settings.min_seconds, 0)}",
                    f"--exportTimes={scratch / 'times.json'}"]
-        if options.layer_timing:
+        layer_timing = options.layer_timing or settings.profile
+        if layer_timing:  # a profiling run of its own: the timed runs stay unperturbed
             command += ["--dumpProfile", "--separateProfileRun",
                         f"--exportProfile={scratch / 'layers.json'}"]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -251,8 +301,8 @@ def trtexec_latency(folder: Path, options: TensorRtOptions,
                              "a trtexec this edgebuild does not know; its log says more"
                              ) from None
         summary = {**summarize(latencies), "tool": shell_line(command)}
-        if options.layer_timing:
-            summary["profile"] = json.loads((scratch / "layers.json").read_text())
+        if layer_timing:
+            summary["profile"] = read_layers(scratch / "layers.json", folder).to_json()
     return read_record(LatencyRecord, summary, "trtexec's timing")
 
 
@@ -304,4 +354,5 @@ def _fp16(source: Path, destination: Path, options: TensorRtOptions,
                    options.fp16_data_max, options.fp16_keep_ops, options.fp16_keep_nodes)
 
 
-__all__ = ["ENGINE_FORMAT", "TensorRtBackend", "check_qdq", "trtexec_latency"]
+__all__ = ["ENGINE_FORMAT", "TensorRtBackend", "check_qdq", "read_layers", "trtexec_latency",
+           "trtexec_profile"]

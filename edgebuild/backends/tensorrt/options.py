@@ -97,9 +97,10 @@ class TensorRtOptions(BaseModel):
     latency_tool: str = Field("python", pattern="^(python|trtexec)$", description="`python`: "
                               "time the engine with edgebuild's latency protocol; `trtexec`: "
                               "trtexec's own statistics.")
-    layer_timing: bool = Field(False, description="Also record per-layer timing "
-                               "(trtexec --dumpProfile) in the latency result; needs "
-                               "`latency_tool: trtexec`.")
+    layer_timing: bool = Field(False, description="Also record trtexec's per-layer "
+                               "profile (--dumpProfile --exportProfile, a run of its own) as "
+                               "the latency result's `profile`; needs `latency_tool: "
+                               "trtexec`. `measure.profile: true` takes it too.")
 
     @model_validator(mode="after")
     def _consistent(self) -> TensorRtOptions:

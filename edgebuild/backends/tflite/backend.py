@@ -180,18 +180,25 @@ class TfliteBackend(Backend):
                             use_xnnpack=options.delegate is not Delegate.CPU,
                             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
 
+    def memory_measurable(self, target: Target) -> bool:
+        """On the host the runner runs ai-edge-litert in the measuring process, so
+        gates/footprint.py reads its peak memory as for ONNX Runtime; on a phone the
+        memory is benchmark_model's (device.py)."""
+        return TfliteOptions.model_validate(target.options).latency_on is LatencyOn.HOST
+
     def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
                    feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
                    runs: int) -> OpProfile | None:
-        """LiteRT's C API profiler on this host (profile.py); a phone's is not read."""
+        """LiteRT's C API profiler on this host (profile.py). On a phone the profile is
+        benchmark_model's (device.py, with the latency: `device_latency`)."""
         from edgebuild.backends.tflite.profile import op_profile
         from edgebuild.measure.record import OpProfile
 
         options = TfliteOptions.model_validate(target.options)
         if options.latency_on is LatencyOn.DEVICE:
             return OpProfile(unmeasurable="not measurable here: this target's latency runs "
-                             "on the phone, whose per-op profile (benchmark_model "
-                             "--enable_op_profiling) edgebuild does not read")
+                             "on the phone; its per-op profile is benchmark_model's, taken "
+                             "with the on-device latency")
         return op_profile(artifact.main, artifact.metadata["io"], threads,
                           options.delegate is not Delegate.CPU, feeds, runs)
 
@@ -227,7 +234,8 @@ class TfliteBackend(Backend):
             artifact.main, delegate=options.delegate.value, threads=settings.threads,
             warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
             serial=options.device_serial, binary=options.benchmark_model,
-            fallback=options.delegate_fallback is DelegateFallback.BUILTIN),
+            fallback=options.delegate_fallback is DelegateFallback.BUILTIN,
+            op_profile=settings.profile),
             "the phone's benchmark_model")
 
 

@@ -394,24 +394,27 @@ def delegate_refusal(output: str) -> str:
 def benchmark(model: Path, delegate: str = "nnapi", threads: int | None = 4,
               warmup_runs: int = 1, num_runs: int = 50, serial: str | None = None,
               binary: str | Path | None = None, timeout_s: float = 900.0,
-              extra_flags: Sequence[str] = (), fallback: bool = False) -> dict[str, Any]:
+              extra_flags: Sequence[str] = (), fallback: bool = False,
+              op_profile: bool = False) -> dict[str, Any]:
     """Run benchmark_model on the phone; ms statistics, delegation and memory.
 
     `binary`: a host path of an Android benchmark_model to push (else the phone's
     /data/local/tmp/benchmark_model). `extra_flags` go to benchmark_model as given, e.g.
     ["--nnapi_accelerator_name=google-edgetpu"]. `fallback`: when the delegate refuses
-    the model, time the builtin kernels instead and say so in `fallback`. Raises
-    StageError when it cannot run.
+    the model, time the builtin kernels instead and say so in `fallback`. `op_profile`:
+    after the timed runs, a run of its own with `--enable_op_profiling=true` (the
+    profiler's bookkeeping stays out of the timed figures), read into `profile`
+    (op_profiling.py). Raises StageError when it cannot run.
     """
     try:
         return _benchmark(model, delegate, threads, warmup_runs, num_runs, serial, binary,
-                          timeout_s, extra_flags)
+                          timeout_s, extra_flags, op_profile)
     except StageError as err:
         refusal = delegate_refusal(err.message)
         if not (fallback and refusal and delegate != DeviceDelegate.CPU.value):
             raise
     result = _benchmark(model, DeviceDelegate.CPU.value, threads, warmup_runs, num_runs,
-                        serial, binary, timeout_s, extra_flags)
+                        serial, binary, timeout_s, extra_flags, op_profile)
     return {**result, "requested_delegate": delegate,
             "fallback": f"ran on builtin kernels instead: the {delegate} delegate refused "
                         f"the model ({refusal})"}
@@ -419,7 +422,8 @@ def benchmark(model: Path, delegate: str = "nnapi", threads: int | None = 4,
 
 def _benchmark(model: Path, delegate: str, threads: int | None, warmup_runs: int,
                num_runs: int, serial: str | None, binary: str | Path | None,
-               timeout_s: float, extra_flags: Sequence[str]) -> dict[str, Any]:
+               timeout_s: float, extra_flags: Sequence[str],
+               op_profile: bool = False) -> dict[str, Any]:
     try:
         chosen = DeviceDelegate(delegate)
     except ValueError as err:
@@ -444,6 +448,10 @@ def _benchmark(model: Path, delegate: str, threads: int | None, warmup_runs: int
                     "pushing the model"), "pushing the model", where)
         done = run(phone.adb_argv("shell", shlex.join(command)), timeout_s,
                     f"benchmark_model on {where}")
+        timed = parse_benchmark_output(done.stdout + "\n" + done.stderr).timed
+        profile = _profiled(phone, remote_model, chosen, threads, extra_flags, timeout_s,
+                            timed.avg / 1000 if timed and timed.avg else None) \
+            if op_profile and done.returncode == 0 else None
     finally:
         with contextlib.suppress(StageError):  # a leftover file does no harm
             run(phone.adb_argv("shell", f"rm -f {remote_model}"), 60, "removing the model")
@@ -455,10 +463,50 @@ def _benchmark(model: Path, delegate: str, threads: int | None, warmup_runs: int
             "run the same command with `adb shell` to see the whole log; a delegate that "
             "cannot run the model makes benchmark_model stop")
     result = to_result(log, chosen, num_runs)
+    if profile is not None:
+        result["profile"] = profile
     return {"source": "TFLite benchmark_model on the phone over adb",
             "device": {"serial": phone.device.serial, **phone.device.details},
             "delegate": chosen.value, "command": shlex.join(command), "unit": "ms",
             **result}
+
+
+def _profiled(phone: _Phone, remote_model: str, delegate: DeviceDelegate,
+              threads: int | None, extra_flags: Sequence[str], timeout_s: float,
+              mean_ms: float | None) -> dict[str, Any]:
+    """A benchmark_model run with `--enable_op_profiling=true` (about a second of runs,
+    as on the host: gates/profiling.py), read as an OpProfile's JSON; one that says why
+    not when the run or its tables fail (the latency before it stands)."""
+    from edgebuild.backends.tflite.op_profiling import SOURCE, ProfileLogError, op_profile
+    from edgebuild.gates.profiling import profiled_runs
+    from edgebuild.measure.record import OpProfile
+
+    runs = profiled_runs(mean_ms)
+    command = benchmark_command(phone.binary, remote_model, delegate, threads, 1, runs,
+                                [*extra_flags, "--enable_op_profiling=true"])
+    where = phone.device.describe()
+    try:
+        done = run(phone.adb_argv("shell", shlex.join(command)), timeout_s,
+                   f"benchmark_model --enable_op_profiling on {where}")
+        output = done.stdout + ("\n" + done.stderr if done.stderr else "")
+        if done.returncode != 0:
+            raise StageError(f"exit {done.returncode}: {_tail(output, 2)}")
+        found = op_profile(output)
+    except (StageError, ProfileLogError) as err:
+        text = err.message if isinstance(err, StageError) else str(err)
+        return OpProfile(source=SOURCE, unmeasurable=(
+            f"not measured: the profiled benchmark_model run on {where} failed: "
+            f"{' '.join(text.split())[:300]}")).to_json()
+    if found is None:
+        return OpProfile(source=SOURCE, unmeasurable=(
+            f"not measured: benchmark_model on {where} printed no per-operator tables "
+            "(a build without the profiling listener?)")).to_json()
+    log = parse_benchmark_output(output)
+    found.threads = threads
+    if log.timed is not None and log.timed.avg is not None:
+        found.wall_ms = log.timed.avg / 1000  # the profiled runs' own mean, profiler on
+    found.note = f"{found.note}; a run of its own after the timed runs: {shlex.join(command)}"
+    return found.to_json()
 
 
 def _check(done: subprocess.CompletedProcess[str], what: str, where: str) -> None:

@@ -11,12 +11,12 @@ from tests.integration.profile_models import check_profile, read_report, write_p
 
 def test_litert_profile_adds_up_and_names_xnnpack_kernels(tmp_path: Path) -> None:
     recipe = write_project(tmp_path / "project", "android", "{latency_on: host}")
-    # TFLite's memory is not measured on this host (measures_memory): no memory gate.
-    recipe.write_text(recipe.read_text().replace("      memory: {max_mb: 2000}\n", ""))
     out = tmp_path / "out"
     done = edgebuild("run", str(recipe), "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    found = check_profile(read_report(out), "android", memory=False)
+    # On the host LiteRT runs in the measuring process: its peak memory is read as
+    # ONNX Runtime's is (gates/footprint.py), and the memory gate judges it.
+    found = check_profile(read_report(out), "android", memory=True)
     profile = found["op_profile"]
     assert profile["source"] == "litert profiler (C API)"
     assert profile["runtime_ms"] <= profile["wall_ms"]
