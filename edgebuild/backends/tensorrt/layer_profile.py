@@ -160,10 +160,10 @@ def op_profile(text: str, nodes: Mapping[str, str] | None = None) -> OpProfile:
         rows.append(OpRow(node=layer.name, op_type=_op_type(typed), exec="TensorRT",
                           ms=layer.averageMs, share=0.0,
                           onnx_nodes=[n for n, _ in typed] or None, fused=len(typed) > 1))
-    ops_ms = sum(row.ms for row in rows)
+    ops_ms = sum(row.ms or 0.0 for row in rows)
     for row in rows:
-        row.share = row.ms / ops_ms if ops_ms else 0.0
-    rows.sort(key=lambda row: -row.ms)
+        row.share = (row.ms or 0.0) / ops_ms if ops_ms else 0.0
+    rows.sort(key=lambda row: -(row.ms or 0.0))
     how = ("the model.onnx beside the engine" if nodes is not None else
            "no model.onnx at hand: the parts that read as exporter node names")
     total = sum(layer.timeMs for layer in layers) / count if count else None  # "Total" row

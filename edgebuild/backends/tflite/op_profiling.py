@@ -176,7 +176,7 @@ def op_profile(text: str) -> OpProfile | None:
     rows = [OpRow(node=node, op_type=node_type, exec=_exec(node_type, node), ms=ms,
                   share=ms / ops_ms if ops_ms else 0.0)
             for node, node_type, ms, _ in raw]
-    rows.sort(key=lambda row: -row.ms)
+    rows.sort(key=lambda row: -(row.ms or 0.0))
     return OpProfile(source=SOURCE, runs=found.runs, runtime_ms=total_ms, ops_ms=ops_ms,
                      rows=rows, note=NOTE)
 
