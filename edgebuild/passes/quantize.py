@@ -247,6 +247,12 @@ class QuantizeParams(BaseModel):
         "tried and chosen, and why, is the stage's `budget` metadata.")
     compare_samples: int = Field(4, ge=0, le=64,
                                  description="Samples for the per-layer error report.")
+    emit: Literal["qdq", "corrected-float"] = Field(
+        "qdq", description="`qdq`: the quantized model. `corrected-float`: the *float* "
+        "model with the biases `bias_correction` measured for this quantization (layers "
+        "kept float keep theirs), no Q/DQ: for a backend that quantizes itself with the "
+        "same scheme and has no bias correction — TFLite full-integer (int8 asymmetric "
+        "activations, `activation_type: int8`; symmetric per-channel int8 weights).")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,12 +293,27 @@ class QuantizeParams(BaseModel):
             raise ValueError(f"equalize.clip {self.equalize.clip} needs `calibration: <dataset>` "
                              "(the input range bounds each channel); or use clip: relu")
         self._engine_fits()
+        self._emit_fits()
         unknown = sorted(set(self.ort_extra_options) - ORT_EXTRA_OPTIONS)
         if unknown:
             raise ValueError(f"ort_extra_options {unknown} are not passed through; allowed: "
                              f"{sorted(ORT_EXTRA_OPTIONS)} (the others have their own params)")
         return self
 
+
+    def _emit_fits(self) -> None:
+        if self.emit == "qdq":
+            return
+        wrong = [why for bad, why in (
+            (not self.bias_correction, "bias_correction: true (the correction is the output)"),
+            (self.mode != "static", "mode static"),
+            (self.engine != "onnxruntime", "engine onnxruntime"),
+            (self.budget is not None or self.accuracy_aware is not None,
+             "no budget / accuracy_aware (they judge the Q/DQ model, which is not emitted)"),
+            (self.equalize is not None, "no equalize (the float function would change "
+             "unseen by the backend's own calibration)")) if bad]
+        if wrong:
+            raise ValueError(f"emit corrected-float needs {'; '.join(wrong)}")
 
     def _engine_fits(self) -> None:
         if self.engine == "onnxruntime":
@@ -318,7 +339,8 @@ class Quantize(Op):
     name = "quantize"
     # 8: safe by default — mixed-range Concat/Add, the output tail and a signal front end
     # stay float (int8_safety.py); the per-layer report ranks by effect on the outputs
-    version = 8
+    # 9: `emit: corrected-float` (the bias-corrected float model, for TFLite)
+    version = 9
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"
@@ -357,9 +379,11 @@ class Quantize(Op):
             scratch = Path(work)
             prepared, p = _quantize(ctx, source, destination, p, calibration, scratch, metadata)
             metadata.update(prepared.metadata)
-            if p.mode != "fp16":
+            if p.emit == "corrected-float":
+                metadata["emit"] = "corrected-float"
+            elif p.mode != "fp16":
                 metadata["float_layers_guarded"] = impl.guarded_layers(destination)
-            if p.compare_samples:
+            if p.compare_samples and p.emit == "qdq":
                 metadata["layers"] = sensitivity.layer_report(source, destination, ctx, calibration,
                                                        p.compare_samples, prepared, p, scratch)
         metadata.update(before=graph_stats(source), after=graph_stats(destination))
@@ -381,7 +405,10 @@ def _quantize(ctx: StageContext, source: Path, destination: Path, p: QuantizePar
                                                       evaluation, scratch)
         return prepared, chosen
     prepared = impl.prepare(source, p, calibration, scratch)
-    if p.accuracy_aware is not None:
+    if p.emit == "corrected-float":
+        assert calibration is not None
+        impl.corrected_float(prepared, destination, p, calibration, scratch)
+    elif p.accuracy_aware is not None:
         evaluation = ctx.dataset(p.accuracy_aware.dataset)
         metadata["accuracy_aware"] = impl.accuracy_aware(
             prepared, destination, p, calibration, evaluation, scratch)

@@ -166,9 +166,27 @@ def quantize_prepared(prepared: Prepared, destination: Path, p: QuantizeParams,
                       only: list[str] | None = None) -> None:
     """`quantize` from the prepared float model, with reduce_range auto and bias correction."""
     overrides = _saturation_overrides(prepared, p, calibration, scratch)
-    if not p.bias_correction or calibration is None:
-        quantize(prepared.path, destination, p, calibration, exclude, scratch, only, overrides)
-        return
+    source = prepared.path
+    if p.bias_correction and calibration is not None:
+        source = _bias_corrected(prepared, p, calibration, exclude, scratch, only, overrides)
+    quantize(source, destination, p, calibration, exclude, scratch, only, overrides)
+
+
+def corrected_float(prepared: Prepared, destination: Path, p: QuantizeParams,
+                    calibration: Samples, scratch: Path) -> None:
+    """`emit: corrected-float`: the float model with the biases `p`'s quantization
+    corrects (bias_correction.py), no Q/DQ — for a converter that quantizes itself with
+    the same scheme (TFLite full-integer), which has no bias correction of its own."""
+    overrides = _saturation_overrides(prepared, p, calibration, scratch)
+    corrected = _bias_corrected(prepared, p, calibration, prepared.exclude, scratch, None,
+                                overrides)
+    shutil.copyfile(corrected, destination)
+
+
+def _bias_corrected(prepared: Prepared, p: QuantizeParams, calibration: Samples,
+                    exclude: list[str], scratch: Path, only: list[str] | None,
+                    overrides: dict[str, Any]) -> Path:
+    """The float model with the measured shifts of the quantized layers subtracted."""
     import onnx
 
     from edgebuild.passes import bias_correction as bc
@@ -189,7 +207,7 @@ def quantize_prepared(prepared: Prepared, destination: Path, p: QuantizeParams,
     bc.apply_shifts(model, chosen)
     corrected = scratch / "corrected.onnx"
     onnx.save(model, str(corrected))
-    quantize(corrected, destination, p, calibration, exclude, scratch, only, overrides)
+    return corrected
 
 
 SATURATION_SAMPLES = 8
