@@ -112,9 +112,9 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    # 4: precision qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast;
+    # 5: Pow(x, 2) as Mul(x, x); 4: precision qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast;
     # 2: per-channel by default; keep_float / mixed_range_bound options
-    version = 4
+    version = 5
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
@@ -129,6 +129,15 @@ class QnnBackend(Backend):
                                     "htp_arch": options.htp_arch}
         started = time.perf_counter()
         model = static = bare = _static(source, ctx)
+        from edgebuild.backends.qnn.squares import squares_as_products
+
+        # The HTP's Pow(x, 2) is wrong on some elements; x·x is not (squares.py).
+        squared = ctx.out / "squares.onnx"
+        metadata["pow_as_mul"] = squares_as_products(static, squared)
+        if metadata["pow_as_mul"]:
+            if static != source:
+                static.unlink()
+            model = static = bare = squared
         if options.precision is QnnPrecision.FP16:
             from edgebuild.backends.qnn.inputs import dequantize_cast_inputs
 
