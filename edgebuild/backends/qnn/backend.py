@@ -112,7 +112,8 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    # 5: Pow(x, 2) as Mul(x, x); 4: precision qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast;
+    # 5: Pow(x, 2) as Mul(x, x); 4: precision qdq; 3: fp16 takes a uint8 input through
+    # DequantizeLinear, not Cast;
     # 2: per-channel by default; keep_float / mixed_range_bound options
     version = 5
     extra = "qnn"
