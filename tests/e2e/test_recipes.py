@@ -256,7 +256,9 @@ def test_voice_activity_recipe(tmp_path: Path) -> None:
     retimed = {s["id"] for s in report["stages"] if s["metadata"].get("untrusted")}
     cached = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
     again = json.loads((out / "report.json").read_text())["stages"]
-    assert all(s["cached"] or s["id"] in retimed for s in again), again
+    # snapdragon's latency (no phone here) is unmeasurable, which is never cached either
+    assert all(s["cached"] or s["outcome"] == "unmeasurable" or s["id"] in retimed
+               for s in again), [(s["id"], s["outcome"]) for s in again if not s["cached"]]
     if cached.returncode == 1:  # a latency re-timed under load may not be timeable now
         skip_if_the_machine_was_busy(out)
     assert cached.returncode == 0, cached.stdout + cached.stderr
