@@ -45,6 +45,11 @@ Two things onnx2tf does by itself are taken over here:
   `converted.onnx` (same node names, pinned shapes): full-integer INT8 runs the
   shared INT8 rules (passes/int8_safety.py) on it and keeps those layers float
   (tflite/keep_float.py). That copy costs the ONNX model's size in the cache.
+- It transposes every input of rank >= 3 as if it were channels-first, also a recurrent
+  state (`batch_axis: null`, kept as it is: `unbatched_inputs`), and applies a Slice that
+  lists all axes (onnxslim writes `x[:, 129:, :]` so) to the channels-last tensor's axes
+  unchanged: such Slices keep only the axes they cut (`drop_full_slice_axes`). Both
+  together made Silero VAD convert (its outputs had come out empty).
 - It reports an op it cannot convert as a long TensorFlow trace and exits. The
   model is checked first against the ops onnx2tf has converters for, and a
   failure during conversion is turned into a StageError that names the op and
