@@ -258,7 +258,7 @@ def test_voice_activity_recipe(tmp_path: Path) -> None:
     again = json.loads((out / "report.json").read_text())["stages"]
     # snapdragon's latency (no phone here) is unmeasurable, which is never cached either
     assert all(s["cached"] or s["outcome"] == "unmeasurable" or s["id"] in retimed
-               for s in again), [(s["id"], s["outcome"]) for s in again if not s["cached"]]
+               for s in again), (cached.stdout[-3000:] + cached.stderr[-3000:])
     if cached.returncode == 1:  # a latency re-timed under load may not be timeable now
         skip_if_the_machine_was_busy(out)
     assert cached.returncode == 0, cached.stdout + cached.stderr
