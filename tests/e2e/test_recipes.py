@@ -256,12 +256,15 @@ def test_voice_activity_recipe(tmp_path: Path) -> None:
     assert "487 steps (1 sequence" in accuracy["message"]
     assert gate(report, "latency")["status"] in ("passed", "undecided")  # a busy machine
     assert " ms per step " in gate(report, "latency")["message"]
-    assert {t["name"] for t in report["targets"]} == {"host-cpu", "intel-cpu", "host-cpu-int8"}
+    assert {t["name"] for t in report["targets"]} == {"host-cpu", "intel-cpu", "host-cpu-int8",
+                                                      "android", "snapdragon"}
     # Again: all cached, but for a latency timed under load (never cached, issue 27).
     retimed = {s["id"] for s in report["stages"] if s["metadata"].get("untrusted")}
     cached = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
     again = json.loads((out / "report.json").read_text())["stages"]
-    assert all(s["cached"] or s["id"] in retimed for s in again), again
+    # snapdragon's latency (no phone here) is unmeasurable, which is never cached either
+    assert all(s["cached"] or s["outcome"] == "unmeasurable" or s["id"] in retimed
+               for s in again), (cached.stdout[-3000:] + cached.stderr[-3000:])
     if cached.returncode == 1:  # a latency re-timed under load may not be timeable now
         skip_if_the_machine_was_busy(out)
     assert cached.returncode == 0, cached.stdout + cached.stderr

@@ -132,3 +132,63 @@ def test_an_nms_onnx2tf_cannot_convert_is_named_with_a_hint() -> None:
     error = conversion_error(_graph([nms], [boxes, scores]), log)
     assert "NonMaxSuppression node '/nms'" in str(error)
     assert "boxes [1, 10, 4]" in error.hint and "NMS in the app" in error.hint
+
+
+def test_a_size_one_axis_moved_maps_by_that_permutation() -> None:
+    """Silero VAD's next state, ONNX [2, 1, 128], comes out of onnx2tf as (1, 2, 128):
+    the same data in the same order, mapped back by moving the size-1 axis."""
+    import numpy as np
+
+    perm = _layout_perm([2, 1, 128], [1, 2, 128], channels_last=True)
+    assert perm == [1, 0, 2]
+    state = np.arange(256).reshape(2, 1, 128)
+    assert np.transpose(state, perm).ravel().tolist() == state.ravel().tolist()
+    with pytest.raises(StageError, match="neither the ONNX shape"):  # a real transpose
+        _layout_perm([2, 3, 128], [3, 2, 128], channels_last=True)
+
+
+def test_slice_lists_only_the_axes_it_cuts(tmp_path: Path) -> None:
+    """onnxslim writes `x[:, :129, :]` as a Slice over all three axes; onnx2tf applied
+    such a Slice's bounds to the channels-last tensor's axes (Silero VAD: empty outputs).
+    Only the cut axis is left, and ONNX Runtime computes the same before and after."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import drop_full_slice_axes
+
+    big = np.iinfo(np.int64).max
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 258, 4])
+    model = _graph([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])], [x])
+    model.graph.initializer.extend(
+        numpy_helper.from_array(np.array(v, np.int64), n)
+        for n, v in (("s", [0, 129, 0]), ("e", [big, big, big]), ("a", [0, 1, 2]),
+                     ("t", [1, 1, 1])))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    data = np.random.default_rng(0).standard_normal((1, 258, 4)).astype(np.float32)
+    before = ort.InferenceSession(str(path)).run(None, {"x": data})[0]
+    drop_full_slice_axes(path)
+    rewritten = onnx.load(str(path))
+    constants = {i.name: numpy_helper.to_array(i) for i in rewritten.graph.initializer}
+    (node,) = rewritten.graph.node
+    assert [constants[n].tolist() for n in node.input[1:]] == [[129], [big], [1], [1]]
+    after = ort.InferenceSession(str(path)).run(None, {"x": data})[0]
+    assert after.shape == (1, 129, 4)
+    np.testing.assert_array_equal(before, after)
+
+
+def test_an_input_without_a_sample_axis_keeps_its_shape() -> None:
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import unbatched_inputs
+
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 576]),
+              helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, 1, 128]),
+              helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 64])]
+    model = _graph([helper.make_node("Identity", ["input"], ["y"])], inputs)
+    declared = [{"name": "input", "shape": [1, 576]},
+                {"name": "state", "shape": [2, 1, 128], "batch_axis": None},
+                {"name": "h", "shape": [1, 64], "batch_axis": None}]  # 2-D: never transposed
+    assert unbatched_inputs(model, declared) == ["state"]

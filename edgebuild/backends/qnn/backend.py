@@ -113,10 +113,10 @@ class QnnBackend(Backend):
     produces = "qnn-context"
     Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
-    # 5: qnn_nodes.json (the profile's op types); 4: precision qdq; 3: fp16 takes a uint8
-    # input through DequantizeLinear, not Cast; 2: per-channel by default; keep_float /
-    # mixed_range_bound options
-    version = 5
+    # 6: Pow(x, 2) as Mul(x, x); 5: qnn_nodes.json (the profile's op types); 4: precision
+    # qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast; 2: per-channel
+    # by default; keep_float / mixed_range_bound options
+    version = 6
     # measure-latency takes the emulator's per-op profile when asked, with its latency
     # still "not measurable here" (profile.py; gates/latency.py)
     profiles_without_latency = True
@@ -134,6 +134,15 @@ class QnnBackend(Backend):
                                     "htp_arch": options.htp_arch}
         started = time.perf_counter()
         model = static = bare = _static(source, ctx)
+        from edgebuild.backends.qnn.squares import squares_as_products
+
+        # The HTP's Pow(x, 2) is wrong on some elements; x·x is not (squares.py).
+        squared = ctx.out / "squares.onnx"
+        metadata["pow_as_mul"] = squares_as_products(static, squared)
+        if metadata["pow_as_mul"]:
+            if static != source:
+                static.unlink()
+            model = static = bare = squared
         if options.precision is QnnPrecision.FP16:
             from edgebuild.backends.qnn.inputs import dequantize_cast_inputs
 

@@ -274,9 +274,30 @@ def _layout_perm(recipe_shape: list[Any], model_shape: list[Any],
         return to_nhwc
     if _same_shape(recipe_shape, model_shape):
         return None
+    moved = _unit_axes_moved(recipe_shape, model_shape)
+    if moved is not None:
+        return moved
     raise StageError(f"the TFLite model's tensor shape {model_shape} is neither the ONNX "
                      f"shape {recipe_shape} nor its channels-last form",
                      "onnx2tf changed this tensor's layout in a way edgebuild cannot map")
+
+
+def _unit_axes_moved(recipe_shape: list[Any], model_shape: list[Any]) -> list[int] | None:
+    """The permutation that only moves size-1 axes from one shape to the other, if any.
+
+    Moving an axis of size 1 leaves the data's order as it is, so the tensor is the
+    same whatever onnx2tf did to get there: Silero VAD's next state, ONNX `[2, 1, 128]`,
+    comes out of onnx2tf's Concat as `(1, 2, 128)`.
+    """
+    if len(recipe_shape) != len(model_shape) or not all(
+            isinstance(d, int) and d > 0 for d in [*recipe_shape, *model_shape]):
+        return None
+    if sorted(recipe_shape) != sorted(model_shape) or (
+            [d for d in recipe_shape if d != 1] != [d for d in model_shape if d != 1]):
+        return None
+    big = iter(i for i, d in enumerate(recipe_shape) if d != 1)
+    units = iter(i for i, d in enumerate(recipe_shape) if d == 1)
+    return [next(big) if d != 1 else next(units) for d in model_shape]
 
 
 def _inverse(perm: list[int] | None) -> list[int] | None:

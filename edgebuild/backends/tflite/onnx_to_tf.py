@@ -45,6 +45,11 @@ Two things onnx2tf does by itself are taken over here:
   `converted.onnx` (same node names, pinned shapes): full-integer INT8 runs the
   shared INT8 rules (passes/int8_safety.py) on it and keeps those layers float
   (tflite/keep_float.py). That copy costs the ONNX model's size in the cache.
+- It transposes every input of rank >= 3 as if it were channels-first, also a recurrent
+  state (`batch_axis: null`, kept as it is: `unbatched_inputs`), and applies a Slice that
+  lists all axes (onnxslim writes `x[:, 129:, :]` so) to the channels-last tensor's axes
+  unchanged: such Slices keep only the axes they cut (`drop_full_slice_axes`). Both
+  together made Silero VAD convert (its outputs had come out empty).
 - It reports an op it cannot convert as a long TensorFlow trace and exits. The
   model is checked first against the ops onnx2tf has converters for, and a
   failure during conversion is turned into a StageError that names the op and
@@ -86,11 +91,12 @@ class OnnxToTfParams(BaseModel):
 
 class OnnxToTf(Op):
     name = "onnx-to-tf"
+    # 10: Slice's full-range axes dropped, inputs without a sample axis kept as they are;
     # 9: static models constant-folded too; 8: metadata `layers_file` (was `layers`, which
     # the quantize pass's per-layer report also is); 7: converted.onnx + onnx2tf_layers.json
     # (INT8 float nodes); 6: pseudo Erf,
     # data-propagated shapes; 4: Constants as initializers
-    version = 9
+    version = 10
     Params = OnnxToTfParams
     accepts = ("onnx",)
     produces = "tf-savedmodel"
@@ -115,7 +121,9 @@ class OnnxToTf(Op):
         saved_model = ctx.out / "saved_model"
         started = time.perf_counter()
         keep = inputs if params.keep_nchw_inputs else channels_last_inputs(model)
-        log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned, keep_onnx=ctx.out)
+        as_is = unbatched_inputs(model, ctx.io.inputs)
+        log = _convert(source, saved_model, keep_nchw=keep, pinned=pinned, keep_onnx=ctx.out,
+                       keep_shape=as_is)
         seconds = time.perf_counter() - started
         if not (saved_model / "saved_model.pb").is_file():
             raise with_fold_hint(conversion_error(model, log), model, ctx.io.inputs)
@@ -124,7 +132,7 @@ class OnnxToTf(Op):
             main="saved_model/saved_model.pb", format="tf-savedmodel",
             metadata={"onnx2tf": _version(), "seconds": round(seconds, 2),
                       "layout": "NCHW" if params.keep_nchw_inputs else "NHWC",
-                      "kept_inputs": keep,
+                      "kept_inputs": keep, "kept_shape_inputs": as_is,
                       "onnx_inputs": _tensor_shapes(model.graph.input),
                       "pinned_inputs": pinned,
                       "onnx_outputs": _tensor_shapes(model.graph.output),
@@ -156,6 +164,19 @@ def channels_last_inputs(model: onnx.ModelProto) -> list[str]:
     return kept
 
 
+def unbatched_inputs(model: onnx.ModelProto, declared: list[dict[str, Any]]) -> list[str]:
+    """Inputs of rank >= 3 the recipe declares without a sample axis (`batch_axis: null`).
+
+    Such an input is a recurrent state (Silero VAD's `[layers, batch, hidden]`), not a
+    channels-first image; onnx2tf would transpose it to `[2, 128, 1]` and every slice of
+    it after (an LSTM's initial state reached Keras as `(128, 1)`). These keep their
+    shape exactly (onnx2tf's `keep_shape_absolutely_input_names`).
+    """
+    unbatched = {t["name"] for t in declared if "batch_axis" in t and t["batch_axis"] is None}
+    return [v.name for v in model.graph.input
+            if v.name in unbatched and len(v.type.tensor_type.shape.dim) >= 3]
+
+
 def _version() -> str:
     from importlib.metadata import version
 
@@ -170,7 +191,8 @@ def _offline_sample_images() -> np.ndarray:
 
 
 def _convert(source: Path, destination: Path, keep_nchw: list[str],
-             pinned: dict[str, list[int]] | None = None, keep_onnx: Path | None = None) -> str:
+             pinned: dict[str, list[int]] | None = None, keep_onnx: Path | None = None,
+             keep_shape: list[str] | None = None) -> str:
     """Run onnx2tf in this process on a private copy of `source`; returns what it printed.
 
     The copy matters: onnx2tf rewrites the ONNX file it is given (it names
@@ -189,12 +211,13 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
             pin_input_shapes(source, private, pinned)
         else:
             shutil.copyfile(source, private)
+        drop_full_slice_axes(private)
         name_nodes_and_infer_shapes(private)
         if keep_onnx is not None:
             shutil.copyfile(private, keep_onnx / CONVERTED_ONNX)
         constants_to_initializers(private)
         layers: dict[str, list[str]] = {}
-        log = _convert_file(private, destination, keep_nchw, layers)
+        log = _convert_file(private, destination, keep_nchw, layers, keep_shape)
         if keep_onnx is not None:
             (keep_onnx / LAYERS_FILE).write_text(json.dumps(layers, indent=1))
         return log
@@ -215,6 +238,46 @@ def name_nodes_and_infer_shapes(path: Path) -> None:
     with contextlib.suppress(Exception):
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     onnx.save(model, str(path))
+
+
+def drop_full_slice_axes(path: Path) -> None:
+    """Rewrite `path` with each constant Slice listing only the axes it cuts.
+
+    onnxslim writes Silero VAD's STFT split `x[:, :129, :]` as a Slice over all three
+    axes (starts [0, 0, 0], ends [INT64_MAX, 129, INT64_MAX]). onnx2tf moves the
+    tensor to channels-last but not such a Slice's axes: it cut the time axis (length
+    4) at 129, so the imaginary half came out empty (`(1, 0, 258)`) and with it every
+    output of the model (`(0, 1)`). With only axis 1 listed, it maps the axis as it
+    does for any Slice. An axis is dropped when it starts at 0, steps by 1 and ends at
+    or past INT64_MAX / 2 (the whole axis, as exporters write "to the end").
+    """
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    constants = {i.name: i for i in graph.initializer}
+    changed = False
+    for node in graph.node:
+        if node.op_type != "Slice" or len(node.input) < 4 or not all(
+                name in constants for name in node.input[1:5]):
+            continue
+        arrays = [numpy_helper.to_array(constants[name]) for name in node.input[1:5]]
+        starts, ends, _axes, *rest = arrays
+        steps = rest[0] if rest else np.ones_like(starts)
+        whole = (starts == 0) & (steps == 1) & (ends >= np.iinfo(np.int64).max // 2)
+        if not whole.any() or whole.all():
+            continue
+        names = []
+        for role, array in zip(("starts", "ends", "axes", "steps"), arrays, strict=False):
+            tensor = numpy_helper.from_array(array[~whole], f"{node.output[0]}/cut_{role}")
+            graph.initializer.append(tensor)
+            names.append(tensor.name)
+        node.input[1:1 + len(names)] = names
+        changed = True
+    if changed:
+        onnx.save(model, str(path))
 
 
 def constants_to_initializers(path: Path) -> None:
@@ -244,7 +307,8 @@ def constants_to_initializers(path: Path) -> None:
 
 
 def _convert_file(source: Path, destination: Path, keep_nchw: list[str],
-                  layers: dict[str, list[str]] | None = None) -> str:
+                  layers: dict[str, list[str]] | None = None,
+                  keep_shape: list[str] | None = None) -> str:
     """onnx2tf on `source` into a SavedModel at `destination`; returns what it printed.
     `layers` (filled in): ONNX node name -> the Keras layers it became."""
     import onnx
@@ -271,6 +335,7 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str],
             model = onnx2tf.convert(
                 input_onnx_file_path=str(source),
                 keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
+                keep_shape_absolutely_input_names=keep_shape or None,
                 not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
                 # its renaming re-infers shapes without data propagation; named above
                 not_use_opname_auto_generate=True,
