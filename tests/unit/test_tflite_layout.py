@@ -192,3 +192,34 @@ def test_an_input_without_a_sample_axis_keeps_its_shape() -> None:
                 {"name": "state", "shape": [2, 1, 128], "batch_axis": None},
                 {"name": "h", "shape": [1, 64], "batch_axis": None}]  # 2-D: never transposed
     assert unbatched_inputs(model, declared) == ["state"]
+
+
+def test_a_failed_conversion_shows_the_pinned_shapes_and_onnx2tfs_exception(
+        tmp_path: Path) -> None:
+    """Issue 30: the sequence model's onnx2tf failure showed the source's unpinned
+    `['sequence_length', 129, 4]` and not onnx2tf's exception. The message now takes
+    the shapes from the graph onnx2tf was given (converted.onnx, pinned) and keeps the
+    exception from onnx2tf's output."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.onnx_to_tf import CONVERTED_ONNX, conversion_error, converted_or
+    from edgebuild.passes.onnx_shapes import pin_input_shapes
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["sequence_length", 129, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    relu = helper.make_node("Relu", ["x"], ["y"], name="/encoder.0/Relu")
+    source = helper.make_model(helper.make_graph([relu], "g", [x], [y]),
+                               opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(source, tmp_path / "source.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert converted_or(out, source) is source  # onnx2tf never started: the source
+    pin_input_shapes(tmp_path / "source.onnx", out / CONVERTED_ONNX, {"x": [1, 129, 4]})
+    log = ("INFO: onnx_op_name: /encoder.0/Relu\n"
+           "ERROR: The trace log is below.\nTraceback (most recent call last):\n"
+           "ValueError: Dimensions must be equal, but are 4 and 129")
+    error = conversion_error(converted_or(out, source), log)
+    assert "node '/encoder.0/Relu'" in str(error)
+    assert "x [1, 129, 4]" in error.hint and "sequence_length" not in error.hint
+    assert "ValueError: Dimensions must be equal" in error.hint

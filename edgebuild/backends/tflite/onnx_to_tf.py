@@ -126,7 +126,8 @@ class OnnxToTf(Op):
                        keep_shape=as_is)
         seconds = time.perf_counter() - started
         if not (saved_model / "saved_model.pb").is_file():
-            raise with_fold_hint(conversion_error(model, log), model, ctx.io.inputs)
+            raise with_fold_hint(conversion_error(converted_or(ctx.out, model), log), model,
+                                 ctx.io.inputs)
         (ctx.out / "onnx2tf.log").write_text(log)
         return OpResult(
             main="saved_model/saved_model.pb", format="tf-savedmodel",
@@ -438,6 +439,16 @@ def check_convertible(model: onnx.ModelProto) -> None:
                 f"it has no converter for it",
                 f"{_node_shapes(model, node)}; replace the op in the model (e.g. with "
                 "ops onnx2tf supports) or export with a different opset")
+
+
+def converted_or(folder: Path, model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model onnx2tf was given (shapes pinned, folded, nodes named as its log names
+    them), kept in `folder` before it ran; else `model`. An error's shapes come from it:
+    the source's `sequence_length` is not what failed, the pinned 4 is."""
+    import onnx
+
+    converted = folder / CONVERTED_ONNX
+    return onnx.load(str(converted)) if converted.is_file() else model
 
 
 def conversion_error(model: onnx.ModelProto, log: str) -> StageError:
