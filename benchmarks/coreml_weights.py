@@ -106,7 +106,8 @@ def run(model: Any, images: np.ndarray, half: bool) -> np.ndarray:
 
 
 def score(got: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    from benchmarks.shared_qdq import _score, score as both
+    from benchmarks.shared_qdq import _score
+    from benchmarks.shared_qdq import score as both
 
     return both(got, reference) if len(got) > SKIMAGE else {"photos": _score(got, reference)}
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from edgebuild.backends.coreml.backend import describe_int8, kept_float
 from edgebuild.backends.coreml.options import CoreMlOptions
 from edgebuild.backends.coreml.proxy import float_modules, int8_like_coreml, module_name
-from edgebuild.errors import ExitCode, RecipeError
+from edgebuild.errors import ExitCode, PlanError
 
 
 def test_per_block_needs_the_ios18_opset() -> None:
@@ -47,6 +47,8 @@ def test_kept_float_metadata_names_the_layers() -> None:
     ("/_blocks.0/_project_conv/Conv", "_blocks.0._project_conv"),
     ("/_blocks.1/_depthwise_conv/Conv_output_0", "_blocks.1._depthwise_conv"),
     ("/fc/Gemm", "fc"),
+    ("/features/features.6/Conv", "features.6"),
+    ("/layer1/layer1.0/conv1/Conv", "layer1.0.conv1"),
     ("_blocks.0._project_conv", "_blocks.0._project_conv"),
 ])
 def test_onnx_names_map_to_module_names(name: str, module: str) -> None:
@@ -85,15 +87,15 @@ def test_linear_mode_represents_zero_and_the_range() -> None:
     assert np.all(np.abs(out - w) <= (np.ptp(np.c_[w, np.zeros(2)], axis=1) / 255)[:, None])
 
 
-def test_unknown_float_layer_is_a_recipe_error_with_a_hint() -> None:
+def test_unknown_float_layer_is_a_usage_error_with_a_hint() -> None:
     torch = pytest.importorskip("torch")
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(),
                                 torch.nn.Conv2d(8, 8, 1))
     assert float_modules(model, ["/0/Conv_output_0", "2"]) == ["0", "2"]
-    with pytest.raises(RecipeError) as error:
+    with pytest.raises(PlanError) as error:
         float_modules(model, ["/3/Conv"])
     assert error.value.exit_code is ExitCode.USAGE
     assert "'/3/Conv' is not a layer with weights" in error.value.message
     assert error.value.hint
-    with pytest.raises(RecipeError, match="not a layer with weights"):
+    with pytest.raises(PlanError, match="not a layer with weights"):
         float_modules(model, ["1"])  # the ReLU: no weights

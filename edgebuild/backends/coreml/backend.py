@@ -78,7 +78,7 @@ class CoreMlBackend(Backend):
         check = check_capture(model, captured, tensors, options.capture,
                               options.check_samples, options.atol, options.rtol)
         profiles = io_profiles(ctx.io) if ctx.io.shapes else None
-        floats = float_modules(model, options.keep_float)  # unknown names: RecipeError
+        floats = float_modules(model, options.keep_float)  # unknown names: PlanError (exit 2)
         mlmodel = convert(captured, tensors, outputs, options, profiles)
         consts = float_weight_consts(mlmodel, model, tensors, floats)
         mlmodel = compress(mlmodel, options, consts)

@@ -11,8 +11,9 @@ ML numerics" wherever its figures appear.
 How close it is: int8 is the same arithmetic as coremltools' (and invariant to the
 batch-norm folding coremltools does first: folding scales whole output channels, and
 a block never spans two; an affine range's zero point may round the other way where
-a negative batch-norm scale mirrors it: within one int8 step); a palette is k-means over the unfolded weights here and over the
-folded ones in Core ML, so the proxy's clusters are close, not identical.
+a negative batch-norm scale mirrors it: within one int8 step); a palette is k-means
+over the unfolded weights here and over the folded ones in Core ML, so the proxy's
+clusters are close, not identical.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
-from edgebuild.errors import RecipeError, did_you_mean
+from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.passes.torch_capture import Capture, capture
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def compress_like_coreml(model: Any, options: CoreMlOptions) -> tuple[Any, dict[
 
 def float_modules(model: Any, names: list[str]) -> list[str]:
     """The PyTorch module names `names` mean (module names, or the ONNX node / output
-    names torch.onnx gives their ops); a RecipeError naming an unknown one."""
+    names torch.onnx gives their ops); a PlanError (exit 2) naming an unknown one."""
     import torch
 
     weighted = {name: m for name, m in model.named_modules()
@@ -82,7 +83,7 @@ def float_modules(model: Any, names: list[str]) -> list[str]:
     for name in names:
         module = module_name(name)
         if module not in weighted:
-            raise RecipeError(
+            raise PlanError(
                 f"keep_float: '{name}' is not a layer with weights in this model",
                 did_you_mean(module, weighted) or "name a conv / linear module as PyTorch "
                 f"names it (e.g. '{next(iter(weighted), '')}') or its ONNX node "
@@ -92,13 +93,18 @@ def float_modules(model: Any, names: list[str]) -> list[str]:
 
 
 def module_name(name: str) -> str:
-    """A PyTorch module name from an ONNX node or output name torch.onnx exported it as
-    (`/_blocks.0/_project_conv/Conv`, `/_conv_stem/Conv_output_0`: the module's scope,
-    then the op); a module name as is."""
+    """A PyTorch module name from an ONNX node or output name torch.onnx exported it as:
+    its scopes, then the op. A scope is a child's attribute name or a container's
+    qualified child (`/_blocks.0/_project_conv/Conv`, `/layer1/layer1.0/conv1/Conv`,
+    `/features/features.6/Conv_output_0`). A module name is returned as is."""
     if not name.startswith("/"):
         return name
     parts = re.sub(r"_output_\d+$", "", name).strip("/").split("/")
-    return ".".join(parts[:-1]) if len(parts) > 1 else parts[0]
+    current = ""
+    for part in parts[:-1] or parts:
+        current = part if not current or part.startswith(current + ".") else (
+            f"{current}.{part}")
+    return current
 
 
 def int8_like_coreml(w: np.ndarray, mode: str, block: int) -> np.ndarray | None:
