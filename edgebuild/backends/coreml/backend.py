@@ -46,7 +46,8 @@ class CoreMlBackend(Backend):
     Options = CoreMlOptions
     tools: ClassVar[tuple[str, ...]] = ("coremltools", "torch", "scikit-learn")
     # 3: metadata `kept_float` (the INT8 rules do not apply to weight-only compression)
-    version = 3  # 2: a TorchScript capture converts at the target's shape profiles
+    # 4: options int8_mode, granularity / block_size, keep_float (proxy and package)
+    version = 4  # 2: a TorchScript capture converts at the target's shape profiles
     extra = "coreml"
     runner_metadata: ClassVar[tuple[str, ...]] = ("io", "proxy")
     # The in-graph NMS is a Python loop: torch.export refuses it, a trace freezes the
@@ -58,10 +59,16 @@ class CoreMlBackend(Backend):
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.coreml import program
-        from edgebuild.backends.coreml.convert import compress, convert, save
+        from edgebuild.backends.coreml.convert import (
+            compress,
+            convert,
+            float_weight_consts,
+            save,
+        )
         from edgebuild.backends.coreml.proxy import (
             PROXY_DIR,
             compress_like_coreml,
+            float_modules,
             save_proxy,
         )
         from edgebuild.core.shapes import io_profiles
@@ -76,7 +83,10 @@ class CoreMlBackend(Backend):
         check = check_capture(model, captured, tensors, options.capture,
                               options.check_samples, options.atol, options.rtol)
         profiles = io_profiles(ctx.io) if ctx.io.shapes else None
-        mlmodel = compress(convert(captured, tensors, outputs, options, profiles), options)
+        floats = float_modules(model, options.keep_float)  # unknown names: PlanError (exit 2)
+        mlmodel = convert(captured, tensors, outputs, options, profiles)
+        consts = float_weight_consts(mlmodel, model, tensors, floats)
+        mlmodel = compress(mlmodel, options, consts)
         package = ctx.out / PACKAGE
         save(mlmodel, package)
         converted = time.perf_counter() - started
@@ -129,7 +139,7 @@ class CoreMlBackend(Backend):
             return ""
         options = CoreMlOptions.model_validate(target.options)
         weights = {"none": "fp16-rounded weights" if options.compute_precision == "fp16"
-                   else "fp32 weights", "int8": "int8 per-channel weights",
+                   else "fp32 weights", "int8": f"int8 weights ({describe_int8(options)})",
                    "palettize": f"{options.palettize_bits}-bit palettized weights"}
         return (f"host: weight-compression proxy — {weights[options.weights]} in PyTorch, "
                 f"{options.compute_precision} compute; not Core ML numerics")
@@ -154,11 +164,21 @@ def kept_float(options: CoreMlOptions) -> dict[str, Any] | None:
     so the activation rules have nothing to exclude."""
     if options.weights == "none":
         return None
-    compression = ("int8 weights, linear symmetric per output channel"
-                   if options.weights == "int8" else
-                   f"{options.palettize_bits}-bit palettized weights")
-    return {"nodes": [], "applies": False, "notes": [
+    compression = (f"int8 weights, {describe_int8(options)}" if options.weights == "int8"
+                   else f"{options.palettize_bits}-bit palettized weights")
+    kept = ([f"weights kept float16 (keep_float): {', '.join(options.keep_float)}"]
+            if options.keep_float else [])
+    return {"nodes": list(options.keep_float), "applies": False, "notes": [*kept,
         f"weight-only compression ({compression}): activations compute in "
         f"{options.compute_precision}, so the INT8 activation rules (mixed-range "
         "Concat/Add, output tail, signal front end) have nothing to keep float; "
         "W8A8 (activation quantization) is not built"]}
+
+
+def describe_int8(options: CoreMlOptions) -> str:
+    """`linear symmetric per output channel`, `linear per block of 16 input channels`, ..."""
+    mode = options.int8_mode.replace("_", " ")
+    where = ("per output channel" if options.granularity == "per_channel"
+             else f"per block of {options.block_size} input channels")
+    floats = f", {len(options.keep_float)} layers float" if options.keep_float else ""
+    return f"{mode} {where}{floats}"

@@ -133,19 +133,21 @@ def _renamed(ct: Any, model: Any, inputs: list[str], outputs: list[str]) -> Any:
     return ct.models.MLModel(spec, weights_dir=model.weights_dir, skip_model_load=True)
 
 
-def compress(model: Any, options: CoreMlOptions) -> Any:
-    """`model` with its weights compressed as `options.weights` says (or as is)."""
+def compress(model: Any, options: CoreMlOptions, keep_float: list[str] | None = None) -> Any:
+    """`model` with its weights compressed as `options.weights` says (or as is), but for
+    the weight consts `keep_float` names (Core ML const names: `float_weight_consts`)."""
     if options.weights == "none":
         return model
     with quiet_coremltools():
         from coremltools.optimize import coreml as cto
 
+        skip: dict[str, Any] = dict.fromkeys(keep_float or [])
         if options.weights == "int8":
             config = cto.OpLinearQuantizerConfig(
-                mode="linear_symmetric", dtype="int8", granularity="per_channel",
-                weight_threshold=options.weight_threshold)
+                mode=options.int8_mode, dtype="int8", granularity=options.granularity,
+                block_size=options.block_size, weight_threshold=options.weight_threshold)
             return cto.linear_quantize_weights(
-                model, cto.OptimizationConfig(global_config=config))
+                model, cto.OptimizationConfig(global_config=config, op_name_configs=skip))
         try:
             import sklearn  # noqa: F401 - coremltools' k-means needs it
         except ImportError:
@@ -153,7 +155,53 @@ def compress(model: Any, options: CoreMlOptions) -> Any:
                                      "coreml") from None
         config = cto.OpPalettizerConfig(mode="kmeans", nbits=options.palettize_bits,
                                         weight_threshold=options.weight_threshold)
-        return cto.palettize_weights(model, cto.OptimizationConfig(global_config=config))
+        return cto.palettize_weights(
+            model, cto.OptimizationConfig(global_config=config, op_name_configs=skip))
+
+
+WEIGHTED_OPS = ("conv", "conv_transpose", "linear")
+
+
+def float_weight_consts(mlmodel: Any, torch_model: Any, tensors: list[dict[str, Any]],
+                        modules: list[str]) -> list[str]:
+    """The Core ML const names of the weights of the PyTorch `modules`.
+
+    coremltools renames what it rewrites (a conv folded with its batch norm takes the
+    norm's name, its weight a fresh const), so names cannot be matched; order can. The
+    PyTorch conv / linear layers in the order a forward pass calls them are the
+    program's conv / linear ops in program order, checked shape by shape."""
+    if not modules:
+        return []
+    import torch
+
+    from edgebuild.core.generated import sample_inputs
+
+    calls: list[tuple[str, tuple[int, ...]]] = []
+    hooks = [module.register_forward_hook(
+        lambda m, _i, _o, name=name: calls.append((name, tuple(m.weight.shape))))
+        for name, module in torch_model.named_modules()
+        if isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d
+                      | torch.nn.ConvTranspose2d | torch.nn.Linear)]
+    try:
+        feed = sample_inputs(tensors, seed=0, count=1)[0]
+        with torch.no_grad():
+            torch_model(*[torch.from_numpy(feed[t["name"]]) for t in tensors])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    ops = [op for op in mlmodel._mil_program.functions["main"].operations
+           if op.op_type in WEIGHTED_OPS and op.weight.op.op_type == "const"]
+    shapes = [tuple(op.weight.shape) for op in ops]
+    if [shape for _, shape in calls] != shapes:
+        raise StageError(
+            "keep_float: the PyTorch conv / linear layers (in call order) do not line up "
+            f"with the Core ML program's {len(shapes)} conv / linear weights",
+            "name no layer in keep_float for this model (its weights are then all "
+            "compressed), and report the model: the layer-to-op matching needs one op per "
+            "layer call")
+    wanted = set(modules)
+    return [op.weight.op.name for (name, _), op in zip(calls, ops, strict=True)
+            if name in wanted]
 
 
 def save(model: Any, path: Path) -> None:

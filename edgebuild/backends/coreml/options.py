@@ -13,6 +13,17 @@ DEPLOYMENT_TARGETS = ("iOS15", "iOS16", "iOS17", "iOS18", "macOS12", "macOS13", 
                       "macOS15", "watchOS8", "watchOS9", "watchOS10", "watchOS11", "tvOS15",
                       "tvOS16", "tvOS17", "tvOS18")
 
+# The first release of each OS whose opset (iOS 18's) has per-block int8 weights.
+PER_BLOCK_SINCE = {"iOS": 18, "macOS": 15, "watchOS": 11, "tvOS": 18}
+
+
+def _os(target: str) -> str:
+    return target.rstrip("0123456789")
+
+
+def _release(target: str) -> int:
+    return int(target[len(_os(target)):])
+
 
 class CoreMlOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -32,6 +43,22 @@ class CoreMlOptions(BaseModel):
         "none", description="Weight compression: `int8` (linear symmetric, per output "
         "channel) or `palettize` (k-means look-up table of `palettize_bits`).")
     palettize_bits: int = Field(6, ge=1, le=8, description="Bits per palettized weight.")
+    int8_mode: Literal["linear_symmetric", "linear"] = Field(
+        "linear_symmetric", description="`weights: int8`: `linear_symmetric` (scale = "
+        "max|w| / 127, no zero point) or `linear` (affine: the range [min(w, 0), max(w, 0)] "
+        "in 256 steps with a zero point).")
+    granularity: Literal["per_channel", "per_block"] = Field(
+        "per_channel", description="`weights: int8`: one scale per output channel, or per "
+        "block of `block_size` input channels of each output channel (`per_block` needs "
+        "`minimum_deployment_target` iOS18 / macOS15 or later; a weight whose input "
+        "channels `block_size` does not divide, e.g. a depthwise conv's, stays float16).")
+    block_size: int = Field(32, ge=1, description="Input channels per scale with "
+                            "`granularity: per_block`.")
+    keep_float: list[str] = Field(
+        [], description="Layers whose weights stay float16 (not compressed), named as the "
+        "recipe names them elsewhere: the PyTorch module (`_blocks.0._project_conv`) or the "
+        "ONNX node or output it exports to (`/_blocks.0/_project_conv/Conv`, "
+        "`/_conv_stem/Conv_output_0`); an unknown name is an error.")
     weight_threshold: int = Field(
         2048, ge=0, description="Only weights with more elements are compressed "
         "(coremltools' default).")
@@ -51,6 +78,20 @@ class CoreMlOptions(BaseModel):
         if self.minimum_deployment_target not in DEPLOYMENT_TARGETS:
             raise ValueError(f"minimum_deployment_target '{self.minimum_deployment_target}' "
                              f"is not one of {', '.join(DEPLOYMENT_TARGETS)}")
+        if self.granularity == "per_block":
+            if self.weights != "int8":
+                raise ValueError("granularity: per_block applies to `weights: int8`")
+            if _release(self.minimum_deployment_target) < PER_BLOCK_SINCE[
+                    _os(self.minimum_deployment_target)]:
+                since = PER_BLOCK_SINCE[_os(self.minimum_deployment_target)]
+                raise ValueError(
+                    f"granularity: per_block needs minimum_deployment_target "
+                    f"{_os(self.minimum_deployment_target)}{since} or later (the iOS 18 "
+                    f"opset's constexpr_blockwise_shift_scale), not "
+                    f"{self.minimum_deployment_target}")
+        if self.keep_float and self.weights == "none":
+            raise ValueError("keep_float names layers to leave uncompressed: it needs "
+                             "`weights: int8` or `palettize`")
         if self.enumerated_shapes and self.capture is Capture.EXPORT:
             raise ValueError("enumerated_shapes needs `capture: trace` or `script` "
                              "(torch.export declares dynamic axes as ranges)")

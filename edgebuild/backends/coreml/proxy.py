@@ -2,24 +2,29 @@
 
 Core ML predictions need macOS, and there is no MIL interpreter on Linux. What can
 be measured here is what the build does to the *weights*: the same compression
-(fp16 rounding, int8 linear symmetric per output channel, or a k-means palette)
+(fp16 rounding, int8 linear symmetric or affine per output channel or per block, or
+a k-means palette, the `keep_float` layers left float16)
 applied to the PyTorch model's weights, which then runs in PyTorch, at fp16 when
 the program computes in fp16. It is labelled "weight-compression proxy, not Core
 ML numerics" wherever its figures appear.
 
-How close it is: int8 per-channel is the same arithmetic as coremltools' (and
-invariant to the batch-norm folding coremltools does first: folding scales whole
-output channels); a palette is k-means over the unfolded weights here and over the
-folded ones in Core ML, so the proxy's clusters are close, not identical.
+How close it is: int8 is the same arithmetic as coremltools' (and invariant to the
+batch-norm folding coremltools does first: folding scales whole output channels, and
+a block never spans two; an affine range's zero point may round the other way where
+a negative batch-norm scale mirrors it: within one int8 step); a palette is k-means
+over the unfolded weights here and over the folded ones in Core ML, so the proxy's
+clusters are close, not identical.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
+from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.passes.torch_capture import Capture, capture
 
 if TYPE_CHECKING:
@@ -32,39 +37,104 @@ PROXY_FILE = "model.ts"
 
 
 def compress_like_coreml(model: Any, options: CoreMlOptions) -> tuple[Any, dict[str, Any]]:
-    """A copy of `model` whose conv/linear weights went through `options.weights`."""
+    """A copy of `model` whose conv/linear weights went through `options.weights`, but
+    for the layers `options.keep_float` names (their weights stay float16)."""
     import numpy as np
     import torch
 
     proxy = copy.deepcopy(model).eval()
-    compressed = 0
+    compressed, kept = 0, 0
+    skip = set(float_modules(proxy, options.keep_float))
     if options.weights != "none":
-        for module in proxy.modules():
+        for name, module in proxy.named_modules():
             weight = getattr(module, "weight", None)
             if not isinstance(weight, torch.nn.Parameter) or weight.dim() < 2:
                 continue  # norms' scales stay fp16 consts in Core ML too
             if weight.numel() <= options.weight_threshold:
                 continue
+            if name in skip:
+                kept += 1
+                continue
             values = weight.detach().numpy().astype(np.float32)
             if options.weights == "int8":
-                values = _int8_per_channel(values)
+                block = options.block_size if options.granularity == "per_block" else 0
+                quantized = int8_like_coreml(values, options.int8_mode, block)
+                if quantized is None:
+                    continue  # coremltools skips it too: float16
+                values = quantized
             else:
                 values = _palette(values, options.palettize_bits)
             with torch.no_grad():
                 weight.copy_(torch.from_numpy(values))
             compressed += 1
-    return proxy, {"compressed_weights": compressed, "weights": options.weights,
-                   "compute": options.compute_precision}
+    return proxy, {"compressed_weights": compressed, "kept_float_weights": kept,
+                   "weights": options.weights, "compute": options.compute_precision}
 
 
-def _int8_per_channel(w: np.ndarray) -> np.ndarray:
-    """coremltools' linear_symmetric int8 per output channel: scale = max|w| / 127."""
+def float_modules(model: Any, names: list[str]) -> list[str]:
+    """The PyTorch module names `names` mean (module names, or the ONNX node / output
+    names torch.onnx gives their ops); a PlanError (exit 2) naming an unknown one."""
+    import torch
+
+    weighted = {name: m for name, m in model.named_modules()
+                if isinstance(getattr(m, "weight", None), torch.nn.Parameter)
+                and m.weight.dim() >= 2}
+    found = []
+    for name in names:
+        module = module_name(name)
+        if module not in weighted:
+            raise PlanError(
+                f"keep_float: '{name}' is not a layer with weights in this model",
+                did_you_mean(module, weighted) or "name a conv / linear module as PyTorch "
+                f"names it (e.g. '{next(iter(weighted), '')}') or its ONNX node "
+                "(/path/to/module/Conv)")
+        found.append(module)
+    return found
+
+
+def module_name(name: str) -> str:
+    """A PyTorch module name from an ONNX node or output name torch.onnx exported it as:
+    its scopes, then the op. A scope is a child's attribute name or a container's
+    qualified child (`/_blocks.0/_project_conv/Conv`, `/layer1/layer1.0/conv1/Conv`,
+    `/features/features.6/Conv_output_0`). A module name is returned as is."""
+    if not name.startswith("/"):
+        return name
+    parts = re.sub(r"_output_\d+$", "", name).strip("/").split("/")
+    current = ""
+    for part in parts[:-1] or parts:
+        current = part if not current or part.startswith(current + ".") else (
+            f"{current}.{part}")
+    return current
+
+
+def int8_like_coreml(w: np.ndarray, mode: str, block: int) -> np.ndarray | None:
+    """coremltools' int8 weight quantization, dequantized (coremltools/optimize/_utils.py,
+    quantize_weight_by_dtype): per output channel (`block` 0) or per block of `block`
+    input channels of each output channel; None where coremltools skips the weight (the
+    input channels not divisible by the block: it stays float16).
+
+    linear_symmetric: scale = max|w| / 127, q in [-127, 127]. linear: the range
+    [min(w, 0), max(w, 0)] / 255, zero point round((-128 max - 127 min) / range)."""
     import numpy as np
 
-    axes = tuple(range(1, w.ndim))
-    scale = np.abs(w).max(axis=axes, keepdims=True) / 127.0
-    scale = np.where(scale == 0, 1.0, scale)
-    return (np.clip(np.round(w / scale), -127, 127) * scale).astype(np.float32)
+    if block and w.shape[1] % block:
+        return None
+    shape = ((w.shape[0], w.shape[1] // block, block, *w.shape[2:]) if block
+             else w.shape)
+    v = w.reshape(shape)
+    axes = tuple(range(2 if block else 1, v.ndim))
+    if mode == "linear_symmetric":
+        scale = np.abs(v).max(axis=axes, keepdims=True) / 127.0
+        scale = np.where(scale == 0, 1.0, scale)
+        out = np.clip(np.round(v / scale), -127, 127) * scale
+    else:
+        low = np.minimum(v.min(axis=axes, keepdims=True), 0.0)
+        high = np.maximum(v.max(axis=axes, keepdims=True), 0.0)
+        span = np.where(high - low == 0, 1.0, high - low)
+        scale = span / 255.0
+        zero = np.clip(np.round((-128 * high - 127 * low) / span), -128, 127)
+        out = (np.clip(np.round(v / scale) + zero, -128, 127) - zero) * scale
+    return out.reshape(w.shape).astype(np.float32)
 
 
 def _palette(w: np.ndarray, bits: int) -> np.ndarray:

@@ -32,6 +32,13 @@ targets:
     gates:
       accuracy: {dataset: test, min_top1: 88, max_top1_drop: 1}
       size: {max_mb: 0.2}
+  iphone-int8-block:             # iOS 18's per-block scales, one layer kept float16
+    profile: iphone
+    inherit_passes: false
+    options: {weights: int8, granularity: per_block, block_size: 8, int8_mode: linear,
+              minimum_deployment_target: iOS18, keep_float: [/features/features.6/Conv]}
+    gates:
+      accuracy: {dataset: test, min_top1: 88, max_top1_drop: 1}
   iphone-palette:
     profile: iphone
     inherit_passes: false
@@ -75,6 +82,10 @@ def test_fashion_mnist_builds_for_iphone_and_gates_the_proxy(fashion_build: Path
     assert "| max_pool (small) | float16 | 2 | ane |" in note and "hollance/neural-engine" in note
     int8 = stages["compile@iphone-int8"]["metadata"]
     assert int8["program"]["weight_ops"] == {"constexpr_affine_dequantize": 4}
+    block = stages["compile@iphone-int8-block"]["metadata"]
+    assert block["program"]["weight_ops"] == {"constexpr_blockwise_shift_scale": 3}
+    assert block["proxy"]["kept_float_weights"] == 1
+    assert block["kept_float"]["nodes"] == ["/features/features.6/Conv"]
     palette = stages["compile@iphone-palette"]["metadata"]
     assert palette["program"]["weight_ops"] == {"constexpr_lut_to_dense": 4}
     # What ships is the package; its size shrinks with the compression.
@@ -116,25 +127,48 @@ def _decompressed_weights(package: Path) -> list[np.ndarray]:
                 if op.op_type.startswith("constexpr_")]
 
 
-def test_the_int8_proxy_has_the_packages_weights(fashion_build: Path) -> None:
-    """Per output channel, the proxy's weights are the package's to within one int8 step
-    (coremltools folds batch norm first: a per-channel scale the quantization ignores)."""
+def _steps_apart(package: np.ndarray, proxy: np.ndarray, block: int, mode: str) -> float:
+    """How many of the package's int8 steps its weights and the proxy's are apart, per
+    output channel (`block` 0) or block of input channels. coremltools folds batch norm
+    first: a scale per output channel (sign included) the quantization does not see, fitted
+    here by least squares."""
+    def grouped(w: np.ndarray) -> np.ndarray:
+        return w.reshape(w.shape[0], w.shape[1] // block if block else 1, -1)
+
+    a, b = grouped(package).astype(np.float64), grouped(proxy).astype(np.float64)
+    fold = (a * b).sum(axis=(1, 2), keepdims=True) / (b * b).sum(axis=(1, 2), keepdims=True)
+    if mode == "linear_symmetric":
+        step = np.abs(a).max(axis=2, keepdims=True) / 127
+    else:
+        step = (np.maximum(a.max(axis=2, keepdims=True), 0)
+                - np.minimum(a.min(axis=2, keepdims=True), 0)) / 255
+    return float((np.abs(a - fold * b) / step).max())
+
+
+@pytest.mark.parametrize(("target", "block", "mode", "kept"), [
+    ("iphone-int8", 0, "linear_symmetric", None),
+    ("iphone-int8-block", 8, "linear", "features.6.weight")])
+def test_the_int8_proxy_has_the_packages_weights(fashion_build: Path, target: str, block: int,
+                                                 mode: str, kept: str | None) -> None:
+    """Per output channel or per block, the proxy's weights are the package's to within
+    one int8 step (coremltools folds batch norm first: a per-channel scale the
+    quantization ignores); a `keep_float` layer is float16 in both."""
     import torch
 
-    artifact = fashion_build / "out" / "artifacts" / "iphone-int8"
+    artifact = fashion_build / "out" / "artifacts" / target
     proxy = torch.jit.load(str(artifact / "proxy" / "model.ts"))  # fp16 parameters
     by_shape = {tuple(p.shape): p.detach().float().numpy() for p in proxy.parameters()}
-    compared = 0
-    for weight in _decompressed_weights(artifact / "model.mlpackage"):
-        mine = by_shape[weight.shape]
-        axes = tuple(range(1, weight.ndim))
-        a = weight / np.abs(weight).max(axis=axes, keepdims=True)
-        b = mine / np.abs(mine).max(axis=axes, keepdims=True)
-        assert np.minimum(np.abs(a - b), np.abs(a + b)).max() <= 1.5 / 127
-        compared += 1
-    assert compared == 4
-
-
+    original = torch.load(REPO / "recipes" / "models" / "fashion_mnist_cnn.pt",
+                          weights_only=True)
+    compressed = _decompressed_weights(artifact / "model.mlpackage")
+    for weight in compressed:
+        assert _steps_apart(weight, by_shape[weight.shape], block, mode) <= 1.5
+    if kept is None:
+        assert len(compressed) == 4
+        return
+    shape = tuple(original[kept].shape)
+    assert len(compressed) == 3 and shape not in {w.shape for w in compressed}
+    assert np.array_equal(by_shape[shape], original[kept].half().float().numpy())
 
 
 @pytest.mark.parametrize("capture", ["trace", "script", "export"])
