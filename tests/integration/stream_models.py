@@ -7,7 +7,27 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.conftest import REPO
+
 HIDDEN, FEATURES, STEPS = 64, 40, 50
+
+
+# Silero VAD (the PyPI package silero-vad) as recipes/voice-activity.yaml declares it,
+# streamed over recipes/data/speech: a test recipe is `name:`, this, then its targets.
+SILERO_VAD = """\
+model: {onnx: {package: silero_vad, path: data/silero_vad.onnx}}
+inputs:
+  - {name: input, shape: [1, 576], dtype: float32}
+  - {name: state, shape: [2, 1, 128], dtype: float32, batch_axis: null}
+  - {name: sr, shape: [], dtype: int64, value: 16000}
+outputs: [output, stateN]
+state: [{input: state, output: stateN, initial: zeros}]
+datasets:
+  speech:
+    kind: callable
+    function: {repo}/recipes/models/voice_activity.py:recording
+    stream: {axis: 1, hop: 512}
+""".replace("{repo}", str(REPO))
 
 RECIPE = """\
 name: gru-stream

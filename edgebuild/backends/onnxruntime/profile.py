@@ -40,18 +40,11 @@ def op_profile(model: Path, options: OrtOptions, threads: int | None,
     from edgebuild.customops.ort import session
 
     so = session_options(options, threads)
-    walls = []
     with tempfile.TemporaryDirectory(prefix="edgebuild-ort-profile-") as scratch:
         so.enable_profiling = True
         so.profile_file_prefix = str(Path(scratch) / "ort")
         sess = session(model, so, options.execution_providers)
-        names = [o.name for o in sess.get_outputs()]
-        for _ in range(WARMUP):
-            sess.run(names, feeds)
-        for _ in range(runs):
-            start = time.perf_counter_ns()
-            sess.run(names, feeds)
-            walls.append((time.perf_counter_ns() - start) / 1e6)
+        walls = timed_runs(sess, feeds, runs, WARMUP)
         trace = Path(sess.end_profiling())
         events = json.loads(trace.read_text())
     profile = from_trace(events, runs, graph_of(model))
@@ -139,3 +132,17 @@ def _onnx_nodes(node: str, op_type: str, graph: list[tuple[str, str, list[str], 
             break
         tensor = inputs[0]
     return chain, len(chain) > 1
+
+
+def timed_runs(sess: Any, feeds: dict[str, np.ndarray], runs: int, warmup: int) -> list[float]:
+    """The wall ms of `runs` executes of an onnxruntime session after `warmup` untimed
+    ones, every output fetched (the profiled runs of ONNX Runtime and of QNN's EP)."""
+    names = [o.name for o in sess.get_outputs()]
+    for _ in range(warmup):
+        sess.run(names, feeds)
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        sess.run(names, feeds)
+        walls.append((time.perf_counter_ns() - start) / 1e6)
+    return walls

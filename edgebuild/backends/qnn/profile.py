@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -146,6 +145,7 @@ def op_profile(model: Path, options: QnnOptions, threads: int | None,
                feeds: dict[str, np.ndarray], runs: int) -> OpProfile:
     """`runs` profiled executes of the context model after WARMUP, in a session of its own
     (profiling on) on the HTP emulator."""
+    from edgebuild.backends.onnxruntime.profile import timed_runs
     from edgebuild.backends.qnn.session import session
 
     nodes_file = model.parent / NODES_FILE
@@ -153,19 +153,12 @@ def op_profile(model: Path, options: QnnOptions, threads: int | None,
     if nodes_file.is_file():  # absent in a build from before it was written: types "?"
         loaded = json.loads(nodes_file.read_text())
         nodes = {str(k): str(v) for k, v in loaded.get("nodes", {}).items()}
-    walls = []
     with tempfile.TemporaryDirectory(prefix="edgebuild-qnn-profile-") as scratch:
         csv = Path(scratch) / "qnn_profile.csv"  # the EP appends: a fresh file
         sess = session(model, {**options.provider_options(), "profiling_level": "detailed",
                                "profiling_file_path": str(csv)},
                        cpu_fallback=True, threads=threads)
-        names = [o.name for o in sess.get_outputs()]
-        for _ in range(WARMUP):
-            sess.run(names, feeds)
-        for _ in range(runs):
-            start = time.perf_counter_ns()
-            sess.run(names, feeds)
-            walls.append((time.perf_counter_ns() - start) / 1e6)
+        walls = timed_runs(sess, feeds, runs, WARMUP)
         del sess  # the EP writes the last events when the session goes
         text = csv.read_text() if csv.is_file() else ""
     profile = from_runs(read_csv(text), runs, nodes)

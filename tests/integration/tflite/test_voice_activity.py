@@ -14,25 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, edgebuild
+from tests.conftest import edgebuild
+from tests.integration.stream_models import SILERO_VAD
 
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]
 
 RECIPE = f"""\
 name: vad-tflite
-model: {{onnx: {{package: silero_vad, path: data/silero_vad.onnx}}}}
-inputs:
-  - {{name: input, shape: [1, 576], dtype: float32}}
-  - {{name: state, shape: [2, 1, 128], dtype: float32, batch_axis: null}}
-  - {{name: sr, shape: [], dtype: int64, value: 16000}}
-outputs: [output, stateN]
-state: [{{input: state, output: stateN, initial: zeros}}]
-datasets:
-  speech:
-    kind: callable
-    function: {REPO}/recipes/models/voice_activity.py:recording
-    stream: {{axis: 1, hop: 512}}
-targets:
+{SILERO_VAD}targets:
   android:
     passes: [fold-inputs: {{inputs: [sr]}}]
     options: {{latency_on: host}}
