@@ -383,10 +383,28 @@ class DaskExecutor:
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
-            self._cluster.close()
+            close_local_cluster(self._cluster)
             from edgebuild.execute.taskdirs import remove_stale
 
             remove_stale()  # the folders of local workers killed during the run
+
+
+def close_local_cluster(cluster: Any) -> None:
+    """Close a LocalCluster whose workers may have died during the run.
+
+    After a nanny restarts a killed worker, the scheduler can announce the new worker's
+    removal before the cluster's periodic copy of the scheduler's state has seen it;
+    `SpecCluster._update_worker_status` then raises KeyError while closing
+    (dask/distributed#5407, still in 2026.8). By then the scheduler and every worker are
+    closed (SpecCluster._close awaits them before the watcher), so the run has lost
+    nothing and must not end on a traceback.
+    """
+    try:
+        cluster.close()
+    except KeyError as exc:
+        logging.getLogger(__name__).debug(
+            "LocalCluster.close: worker %s was removed before the cluster saw it "
+            "(dask/distributed#5407)", exc)
 
 
 def one_line(exc: object) -> str:

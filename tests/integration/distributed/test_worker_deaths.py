@@ -127,3 +127,22 @@ def test_files_sent_while_every_worker_is_dead_wait_for_their_restart(
     assert not message.startswith("cannot send"), message
     assert not message.startswith("the Dask task failed"), message
     assert outcome.extra.get("worker"), outcome
+
+
+def test_closing_after_a_restarted_worker_left_unseen_ends_without_a_traceback() -> None:
+    """The CI failure of stop 36: after the nannies restarted killed workers, the scheduler
+    announced a restarted worker's removal before the cluster's copy of the scheduler's
+    state had seen it, and `LocalCluster.close` raised KeyError from Dask's watcher
+    (dask/distributed#5407). Emptying that copy reproduces the race without timing."""
+    from distributed import LocalCluster
+
+    from edgebuild.execute.cluster import close_local_cluster
+
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    scheduler = cluster.scheduler
+    cluster.scheduler_info["workers"].clear()  # the copy has not seen the worker yet
+    with pytest.raises(KeyError):  # Dask's own behaviour, so the test checks the real race
+        cluster._update_worker_status("remove", "inproc://never-seen")
+    close_local_cluster(cluster)
+    assert scheduler is not None and scheduler.status.name == "closed"
+    assert not scheduler.workers
