@@ -168,10 +168,9 @@ def interval_bounds(model: Any, input_ranges: Mapping[str, Interval]) -> dict[st
     bounds: dict[str, Interval] = {k: (np.asarray(lo, np.float64), np.asarray(hi, np.float64))
                                    for k, (lo, hi) in input_ranges.items()}
     for node in graph.node:
-        ins = [bounds.get(n) for n in node.input[:1]]
-        if ins[0] is None:
+        if not node.input or node.input[0] not in bounds:  # a Constant has no input
             continue
-        lo, hi = ins[0]
+        lo, hi = bounds[node.input[0]]
         result: Interval | None = None
         if node.op_type == "Conv" and node.input[1] in inits:
             result = _conv_interval(node, inits, lo, hi)

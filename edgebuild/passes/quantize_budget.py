@@ -21,6 +21,7 @@ says which configuration came closest and by how much.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from dataclasses import dataclass
@@ -206,7 +207,13 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
         params = _stepped(base, step, skipped)
         if params is None or params == base:
             continue
-        if attempt(step, params).verdict.passed:
+        try:
+            passed = attempt(step, params).verdict.passed
+        except Exception as exc:  # a lever this graph breaks: a step not taken, not a failure
+            logging.getLogger(__name__).exception("budget step %s failed", step)
+            skipped[step] = f"failed on this model: {type(exc).__name__}: {exc}"[:300]
+            continue
+        if passed:
             chosen = trials[-1]
     record = {"gate": budget.gate.model_dump(exclude_none=True, exclude_defaults=True,
                                              mode="json"),
@@ -224,7 +231,9 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             f"({len(evaluation)} samples) after {len(trials)} trial(s) in "
             f"{record['seconds']:.0f} s; closest: {closest.name} ({describe(closest.params)}, "
             f"headroom {closest.verdict.score:.3g}, {closest.verdict.record.get('metrics')}). "
-            f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else ""),
+            f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
+            + "".join(f". {step} failed on this model ({why.partition(': ')[2]})"
+                      for step, why in skipped.items() if why.startswith("failed on")),
             "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
             "loosen the gate, or build this target in fp16")
     if chosen.name != "keep float":

@@ -123,3 +123,21 @@ def test_efficientnet_lite0_keeps_its_function(tmp_path: Path) -> None:
     before, after = impl.outputs(source, samples), impl.outputs(prepared.path, samples)
     assert np.max(np.abs(after - before)) <= 1e-4 * np.max(np.abs(before))
     assert summary["fp32_top1_agreement"] == 100.0
+
+
+def test_interval_bounds_pass_over_nodes_without_inputs() -> None:
+    """PP-OCRv4's recognizer (rapidocr) has Constant nodes: they have no input, and the
+    fidelity budget's `equalize` step died on them with IndexError."""
+    from onnx import TensorProto, helper
+
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor(
+        "v", TensorProto.FLOAT, [1], [2.0]))
+    relu = helper.make_node("Relu", ["x"], ["r"])
+    add = helper.make_node("Add", ["r", "c"], ["y"])
+    graph = helper.make_graph(
+        [const, relu, add], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])])
+    bounds = eq.interval_bounds(helper.make_model(graph), {"x": (np.array([-1.0, -3.0]),
+                                                                np.array([1.0, 4.0]))})
+    np.testing.assert_array_equal(bounds["r"][1], [1.0, 4.0])
+    assert "c" not in bounds and "y" not in bounds  # the constant's range is not derived

@@ -157,3 +157,21 @@ def test_aimet_engine_keeps_excluded_layers_float(tmp_path: Path,
     assert quantized, "the other convolutions are quantized"
     kept = next(n for n in model.graph.node if n.op_type == "Conv" and n.name == conv.name)
     assert kept.input[1] == weight, "the excluded convolution keeps its float weight"
+
+
+def test_a_step_that_breaks_on_the_graph_is_skipped_with_its_error(
+        tmp_path: Path, fashion_onnx: Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lever that raises on a model (equalize's interval arithmetic died on PP-OCRv4's
+    Constant nodes) is a step not taken, named with its error: the search goes on."""
+    from edgebuild.passes import equalize
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("no interval for this graph")
+
+    monkeypatch.setattr(equalize, "interval_bounds", broken)
+    with pytest.raises(StageError, match="no INT8 configuration passed") as info:
+        budgeted(tmp_path, fashion_onnx, {"max_abs_error": 0.0},
+                 steps=["equalize", "bias_correction"])
+    message = info.value.message
+    assert "bias_correction:" in message, "the step after the broken one ran"
+    assert "equalize failed on this model (RuntimeError: no interval for this graph)" in message
