@@ -61,6 +61,12 @@ BEST: dict[str, float] = {"min_cosine": 1.0, "min_top1": 100.0, "min_top5": 100.
                           "min_score_agreement": 100.0, "min_map50_labels": 100.0}
 
 
+# Shown with every trial beside the metrics its gate limits (a CTC gate's sequence_match
+# and cer, a detector's box_agreement): the figures a reader compares configurations by.
+SHOWN = ("cosine", "top1_agreement", "decided_agreement", "top1", "psnr", "relative_error",
+         "box_agreement", "map50")
+
+
 @dataclass
 class Trial:
     name: str
@@ -134,14 +140,14 @@ class Judge:
 
     def __call__(self, model: Path) -> impl.Verdict:
         from edgebuild.gates.result import GateStatus
-        from edgebuild.gates.verdict import judge_accuracy
+        from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
 
         candidate = self.scratch / "candidate.npz"
         self._save(model, candidate)
         result = judge_accuracy("budget", "accuracy", self.gate, candidate, self.reference)
+        gated = {ACCURACY_CHECKS[key][0] for key in result.limits if key in ACCURACY_CHECKS}
         shown = {k: round(v, 5) for k, v in result.measured.items()
-                 if k in ("cosine", "top1_agreement", "decided_agreement", "top1", "psnr",
-                          "relative_error", "box_agreement", "map50")}
+                 if k in gated or k in SHOWN}
         room = headroom(self.gate, result.measured, result.limits) if result.measured \
             else float("-inf")
         passed = result.status is GateStatus.PASSED
@@ -223,9 +229,10 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     assert best is not None
     if chosen is None:
         closest = max(trials, key=lambda t: t.verdict.score)
-        tried = "; ".join(f"{t.name}: {t.verdict.record.get('failed', '')}" for t in trials)
-        untried = [s for s in budget.steps
-                   if s not in {t.name for t in trials} and s not in skipped]
+        tried = "; ".join(f"{t.name}{_counts(t)}: {t.verdict.record.get('failed', '')}"
+                          for t in trials)
+        untried = [s for s in budget.steps  # the trial of step keep_float is "keep float"
+                   if s not in {t.name.replace(" ", "_") for t in trials} and s not in skipped]
         raise StageError(
             f"no INT8 configuration passed the budget's gate on '{budget.gate.dataset}' "
             f"({len(evaluation)} samples) after {len(trials)} trial(s) in "
@@ -246,6 +253,13 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
                   params=changed, metrics=chosen.verdict.record["metrics"],
                   headroom=round(chosen.verdict.score, 4))
     return best[1], chosen.params, record
+
+
+def _counts(trial: Trial) -> str:
+    """The float-layer counts a keep-float search tried: ` (1, 2, 4 layers in float)`."""
+    search = trial.verdict.record.get("keep_float")
+    counts = [str(step["kept_in_float"]) for step in (search or {}).get("steps", [])]
+    return f" ({', '.join(counts)} layers in float)" if counts else ""
 
 
 def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> QuantizeParams | None:

@@ -88,6 +88,8 @@ def test_no_passing_configuration_is_a_failure_that_names_the_closest(
     assert "closest:" in message and "Tried: as written:" in message
     assert "percentile:" in message and "bias_correction:" in message
     assert "max_abs_error" in message
+    # the closest trial shows the gated metric itself, not only the standard figures
+    assert "'max_abs_error':" in message.partition("closest:")[2].partition("Tried:")[0]
     assert "keep_float" in info.value.hint
 
 
@@ -96,7 +98,9 @@ def test_keep_float_out_of_iterations_is_a_failure_too(
     with pytest.raises(StageError, match="no INT8 configuration passed") as info:
         budgeted(tmp_path, fashion_onnx, {"max_abs_error": 0.0}, steps=["keep_float"],
                  max_iterations=2)
-    assert "keep float:" in info.value.message
+    message = info.value.message
+    assert "layers in float): " in message and "keep float (" in message, message
+    assert "Not tried" not in message, "keep_float was tried: it is not listed as untried"
 
 
 def test_aimet_steps_are_skipped_with_the_reason_when_aimet_is_absent(
