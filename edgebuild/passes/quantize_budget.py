@@ -199,6 +199,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
 
     chosen: Trial | None = None
     skipped: dict[str, str] = {}
+    broken: dict[str, str] = {}  # steps whose lever raised on this model: their error
     if attempt("as written", p).verdict.passed:
         chosen = trials[-1]
     for step in budget.steps:
@@ -217,7 +218,8 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             passed = attempt(step, params).verdict.passed
         except Exception as exc:  # a lever this graph breaks: a step not taken, not a failure
             logging.getLogger(__name__).exception("budget step %s failed", step)
-            skipped[step] = f"failed on this model: {type(exc).__name__}: {exc}"[:300]
+            broken[step] = f"{type(exc).__name__}: {exc}"[:300]
+            skipped[step] = f"failed on this model: {broken[step]}"
             continue
         if passed:
             chosen = trials[-1]
@@ -239,8 +241,8 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             f"{record['seconds']:.0f} s; closest: {closest.name} ({describe(closest.params)}, "
             f"headroom {closest.verdict.score:.3g}, {closest.verdict.record.get('metrics')}). "
             f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
-            + "".join(f". {step} failed on this model ({why.partition(': ')[2]})"
-                      for step, why in skipped.items() if why.startswith("failed on")),
+            + "".join(f". {step} failed on this model ({error})"
+                      for step, error in broken.items()),
             "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
             "loosen the gate, or build this target in fp16")
     if chosen.name != "keep float":
