@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from edgebuild.core.artifact import Artifact
+from edgebuild.core.artifact import UNTRUSTED, Artifact
 from edgebuild.core.digest import digest_file
 
 log = logging.getLogger(__name__)
@@ -173,6 +173,22 @@ class Store:
         published = Artifact.from_json({**manifest, "path": str(target)})
         self._verified[key] = published
         return published
+
+    def trust(self, key: str, label_key: str, label: str) -> bool:
+        """Serve an entry marked untrusted again, keeping why as `metadata[label_key]`: a
+        latency figure timed under load that every gate reading it passed (load only
+        slows). Atomic: the manifest is replaced whole. False when the entry is gone."""
+        self._verified.pop(key, None)
+        manifest = self.manifest(key)
+        if manifest is None or not isinstance(manifest.get("metadata"), dict):
+            return False
+        metadata = manifest["metadata"]
+        metadata[label_key] = str(metadata.pop(UNTRUSTED, "") or label)
+        folder = self.entry_dir(key)
+        fresh = folder / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
+        fresh.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        fresh.replace(folder / MANIFEST)
+        return True
 
     def abandon(self, work: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)

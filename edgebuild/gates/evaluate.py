@@ -329,10 +329,10 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: LatencyFigures,
     if noisy is not None:
         details["noisy"] = {**noisy.to_json(), "max_load": gate.max_load}
         lowest = value if low is None else min(value, float(low))
-        if not noisy.explains(lowest, budget, gate.percentile):
+        if not noisy.explains(lowest, budget, gate.percentile, stats.min):
             # more than any plausible slowdown: a regression, whatever the load
             details["noisy"]["beyond_noise"] = True
-            message = f"{message}; {beyond_noise(noisy, lowest, budget)}"
+            message = f"{message}; {beyond_noise(noisy, lowest, budget, stats.min)}"
         elif busy:
             status, fails = GateStatus.UNMEASURABLE, policy.unmeasurable is Unmeasurable.FAIL
             details["busy"] = True

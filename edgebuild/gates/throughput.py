@@ -181,7 +181,14 @@ def judge_throughput(target: str, gate: ThroughputGate, record: Throughput,
     busy = record.conditions.busy if record.conditions is not None else None
     status, fails = (GateStatus.PASSED, False) if ok else (GateStatus.FAILED, True)
     message = f"{figure}, {'at least' if ok else 'below'} the {gate.min_fps:g}/s minimum"
-    if not ok and busy and gate.on_noisy is OnNoisy.UNDECIDED:
+    load = (noisy.machine_load(record.conditions.as_dict()) if record.conditions is not None
+            else None)
+    if not ok and busy and load is not None and record.fps * load.slowdown < gate.min_fps:
+        # Load only slows: an FPS the most plausible slowdown cannot lift to the minimum
+        # proves a miss on a quiet machine too (gates/noisy.py).
+        message = (f"{message}; {gate.min_fps / max(record.fps, 1e-9):.3g}× short, more "
+                   f"than the {load.slowdown:.1f}× that load ({load.sentence()}) can explain")
+    elif not ok and busy and gate.on_noisy is OnNoisy.UNDECIDED:
         status, fails = GateStatus.UNDECIDED, policy.undecided is Undecided.FAIL
         message = (f"undecided, the machine was busy ({busy}): {figure}, below the "
                    f"{gate.min_fps:g}/s minimum (policy.undecided: {policy.undecided.value})")

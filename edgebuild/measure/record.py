@@ -139,6 +139,7 @@ class Throughput(Record):
     conditions: Conditions | None = None
     where: StrictStr | None = None
     untrusted: StrictStr | None = None  # why it must not be cached (core/artifact.py)
+    under_load: StrictStr | None = None  # timed under load and every gate passed: kept
 
 
 class LatencyFigures(Record):
@@ -232,6 +233,7 @@ class LatencyRecord(LatencyFigures):
     where: StrictStr | None = None  # where the figures come from, when not the target
     profiles: dict[str, LatencyFigures] | None = None
     untrusted: StrictStr | None = None  # why it must not be cached (core/artifact.py)
+    under_load: StrictStr | None = None  # timed under load and every gate passed: kept
 
     def rows(self) -> dict[str, LatencyFigures] | None:
         """The per-profile figures, or None for a single timing (the record itself)."""

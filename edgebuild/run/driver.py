@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
+from edgebuild.core.artifact import UNTRUSTED
 from edgebuild.core.paths import writable_dir
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.execute.policy import FailurePolicy
@@ -143,8 +144,8 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
         executor.shutdown()
     resolver.stats.save()
     report = _report(loaded, built, execution, out, started, started_wall, searches)
-    write_reports(report, out)
     forget_noisy(report, built, execution, searches, store)
+    write_reports(report, out)
     return report
 
 
@@ -232,24 +233,56 @@ def model_metadata_of(built: Plan, execution: ExecutionResult) -> ModelMetadata 
 
 def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
                  searches: dict[str, SearchResult], store: Store) -> None:
-    """Drop from the cache each latency figure timed under conditions a gate would not
-    trust: one its stage marked untrusted (others took the CPU while timing, whatever
-    `max_busy_share` and `on_noisy` say) and one a gate found too noisy to judge
-    (`on_noisy: undecided`), so the next run measures again instead of repeating a
-    busy machine's figure from the cache forever (the store refuses to serve an entry
-    marked untrusted, too, should a run die before this).
+    """Settle what the cache keeps of each figure timed under load (issue 38).
+
+    A latency or throughput figure its stage marked untrusted (others took the CPU while
+    timing) that every gate reading it *passed* is a valid pass — load only slows — so it
+    is kept, labelled `under_load`, and a re-run does not time it again. One that missed,
+    or that a gate found too noisy to judge (`on_noisy: undecided`), is dropped, so the
+    next run measures again instead of repeating a busy machine's figure from the cache
+    forever (the store refuses to serve an entry still marked untrusted, too, should a
+    run die before this). The report's stage metadata says which of the two happened.
 
     Only the local cache: a `--shared-cache` keeps its copy (other machines read that
     store, so a run does not delete from it), and a later run may fetch it back.
     """
+    from edgebuild.gates.result import GateStatus
+
     judged = [(t.gates, built.targets[t.name]) for t in report.targets if t.search is None]
     judged += [(c.gates, c.stages) for s in searches.values() for c in s.candidates.values()]
-    for gates, stages in judged:
-        run = execution.runs.get(stages.latency or "")
-        if run is not None and run.key and (
-                (run.artifact is not None and run.artifact.untrusted)
-                or any(g.is_latency and "noisy" in g.details for g in gates)):
-            store.remove(run.key)
+    stages = {s.id: s for s in report.stages}
+    for gates, target in judged:
+        for stage_id, reads in ((target.latency, _reads_latency),
+                                (target.throughput, _reads_throughput)):
+            run = execution.runs.get(stage_id or "")
+            if run is None or not run.key:
+                continue
+            mine = [g for g in gates if reads(g)]
+            noisy = any("noisy" in g.details for g in mine)
+            untrusted = run.artifact.untrusted if run.artifact is not None else ""
+            if not (untrusted or noisy):
+                continue
+            shown = stages.get(run.stage.id)
+            if (untrusted and not noisy and mine
+                    and all(g.status is GateStatus.PASSED for g in mine)):
+                label = (f"timed under load, kept: {untrusted.removeprefix('not cached: ')}; "
+                         "every gate on it passed (load only slows)")
+                if store.trust(run.key, UNDER_LOAD, label) and shown is not None:
+                    shown.metadata.pop(UNTRUSTED, None)
+                    shown.metadata[UNDER_LOAD] = label
+            else:
+                store.remove(run.key)
+
+
+UNDER_LOAD = "under_load"  # metadata: a figure timed under load whose gates all passed
+
+
+def _reads_latency(gate: GateResult) -> bool:
+    return gate.is_latency or gate.gate == "memory"
+
+
+def _reads_throughput(gate: GateResult) -> bool:
+    return gate.gate == "throughput"
 
 
 def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,

@@ -148,6 +148,26 @@ def test_an_impossible_budget_under_load_fails() -> None:
         "other processes used 60% of the CPU) can explain" in result.message
 
 
+def test_an_impossible_budget_on_a_busy_tail_percentile_fails() -> None:
+    """Issue 38, item 5: Fashion-MNIST's host-cpu, p90 0.367 ms against 1e-6 ms while two
+    busy loops held the cores, was 'not measurable' and exit 0 under `unmeasurable: warn`:
+    the tail allowance (one 3 ms slice per other task) covered a sub-millisecond p90. The
+    fastest run waited behind no slice: 0.3 ms is 300,000× the budget, beyond any load."""
+    gate = LatencyGate(budget_ms=1e-6, percentile=90)
+    record = stats(0.334, 3.6, 3.6, busy=0.75)
+    record.update(min=0.3, max=4.0)
+    record["conditions"]["busy"] = BUSY
+    result = judge("host-cpu", gate, record,
+                   Policy(unmeasurable="warn", undecided="warn"))  # type: ignore[arg-type]
+    assert result.status is GateStatus.FAILED and result.counts_as_failure, result.message
+    assert not result.busy and result.details["noisy"]["beyond_noise"] is True
+    assert "even the fastest run (0.3 ms) is 300,000× the budget" in result.message
+    # The same figures against a budget the load can explain stay the machine's problem.
+    result = judge("host-cpu", LatencyGate(budget_ms=0.3, percentile=90), record,
+                   Policy(unmeasurable="warn"))  # type: ignore[arg-type]
+    assert result.status is GateStatus.UNMEASURABLE and result.busy, result.message
+
+
 @pytest.mark.parametrize(("p50", "expected"), [
     (1.4, GateStatus.UNDECIDED),  # 1.4× at load 3.1: noise can explain it
     (5.0, GateStatus.UNDECIDED),  # 5×: still within 2 × (3.1 + 2) / 2 = 5.1×

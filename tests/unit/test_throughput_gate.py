@@ -71,3 +71,19 @@ def test_a_failing_request_fails_the_stage() -> None:
 
     with pytest.raises(RuntimeError, match="refused the input"):
         drive([broken], seconds=0.01, warmup=0)
+
+
+def test_a_miss_no_load_explains_fails_under_load() -> None:
+    """Issue 38, item 5, for FPS: 0.5/s against 30/s while others took 90 % of 2 cores is
+    60× short; no load explains more than 10×, so `on_noisy: undecided` does not apply."""
+    gate = ThroughputGate.model_validate({"min_fps": 30, "on_noisy": "undecided"})
+    busy = record(0.5, "other processes used 90% of the CPU while timing")
+    assert busy.conditions is not None
+    busy.conditions = Conditions.model_validate(
+        {"cores": 2, "threads": 2, "others_busy_share": 0.9, "busy": busy.conditions.busy})
+    result = judge_throughput("t", gate, busy, Policy())
+    assert result.status is GateStatus.FAILED and result.counts_as_failure, result.message
+    assert "60× short, more than the 10.0× that load" in result.message
+    # 20/s under the same load: 1.5× short, which the load can explain.
+    busy.fps = 20.0
+    assert judge_throughput("t", gate, busy, Policy()).status is GateStatus.UNDECIDED

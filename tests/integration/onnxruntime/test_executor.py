@@ -212,8 +212,10 @@ def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..
 
 def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Path],
                                                    tmp_path: Path) -> None:
-    """Timing while other processes take the CPU times them: the stage waits for quiet,
-    says what it measured under, and caches nothing, so a quiet re-run measures again."""
+    """Timing while other processes take the CPU times them: the stage waits for quiet and
+    says what it measured under. A budget met under load is a valid pass (load only
+    slows): it is cached, labelled, and a re-run does not wait to time it again (issue 38,
+    item 4: every cached quickstart re-run on a busy machine waited 90 s for it)."""
     import os
 
     recipe = tiny_project()
@@ -238,10 +240,14 @@ def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Pa
     assert "met although other processes used" in latency.message
     assert "max_busy_share" in latency.details["conditions"]["busy"]
     stage = next(s for s in loaded.stages if s.op == "measure-latency")
-    assert stage.outcome == "built" and stage.metadata["untrusted"]
-    quiet = run(recipe, tmp_path / "out")
-    stage = next(s for s in quiet.stages if s.op == "measure-latency")
-    assert stage.outcome == "built"  # measured again, not served from cache
+    assert stage.outcome == "built" and "untrusted" not in stage.metadata
+    assert stage.metadata["under_load"].startswith("timed under load, kept: other processes")
+    again = run(recipe, tmp_path / "out")
+    stage = next(s for s in again.stages if s.op == "measure-latency")
+    assert stage.outcome == "cached", stage  # kept, not timed again
+    latency = next(g for g in again.gates if g.gate == "latency")
+    assert latency.status.value == "passed" and "met although" in latency.message, [
+        g.message for g in again.gates]
 
 
 BOARD = """\
