@@ -183,7 +183,8 @@ class Store:
         if manifest is None or not isinstance(manifest.get("metadata"), dict):
             return False
         metadata = manifest["metadata"]
-        metadata[label_key] = str(metadata.pop(UNTRUSTED, "") or label)
+        metadata.pop(UNTRUSTED, None)
+        metadata[label_key] = label
         folder = self.entry_dir(key)
         fresh = folder / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
         fresh.write_text(json.dumps(manifest, indent=1, sort_keys=True))
