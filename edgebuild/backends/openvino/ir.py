@@ -91,8 +91,8 @@ def runtime_precisions(compiled: Any) -> dict[str, int]:
     """How many executed layers run in each precision, as the device plugin reports.
 
     This is the ground truth for "did it really run in bf16 / int8": a hint the
-    hardware cannot honour is silently replaced (on a CPU without AVX-512 BF16,
-    `bf16` runs as f32).
+    hardware cannot honour is silently replaced by the plugin's default (on an AVX2-only
+    CPU `bf16` runs as f32; on an AVX-512 BF16 CPU without FP16, `f16` runs as bf16).
     """
     counts: Counter[str] = Counter()
     for op in compiled.get_runtime_model().get_ordered_ops():
@@ -133,13 +133,16 @@ def precision_label(requested: str, effective: str, layers: dict[str, int],
         bf16 -> f32  caps FP32, INT8, BIN "bf16 requested; this CPU has no native bf16
                                            (OpenVINO CPU capabilities: FP32, INT8, BIN):
                                            ran as f32 (layers: f32 5)"
+        f16 -> bf16  caps BF16, …, no FP16 "f16 requested; this CPU has no native f16
+                                           (…): ran as bf16 (layers: bf16 9, f32 9)"
         default -> f32                    "OpenVINO's default (no precision hint): ran as
                                            f32 on this CPU (layers: f32 5)"
 
     The layer counts are appended whenever a layer runs in another precision than the
     effective one (int8 layers of a quantized model, f32 layers left in a bf16 graph)
     or the request was not honoured; "no native" is said only when the capabilities
-    show it.
+    show it. What an unhonoured hint ran as is `effective` as the plugin reports it
+    (its default on that CPU), never assumed to be f32.
     """
     counts = ", ".join(f"{p} {n}" for p, n in sorted(layers.items()))
     mixed = set(layers) - {effective}

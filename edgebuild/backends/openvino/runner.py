@@ -6,7 +6,9 @@ a single-stream edge deployment should see (it is also what `benchmark_app
 -hint latency` times).
 
 Each load reads back the precision the device plugin really runs: when it is not
-the one the target asks for (bf16 on a CPU without bf16 runs as f32) or the target
+the one the target asks for (a hint the CPU has no native support for runs in the
+plugin's default: bf16 as f32 on an AVX2-only CPU, f16 as bf16 on one with AVX-512 BF16
+but no FP16) or the target
 leaves it to OpenVINO (`inference_precision: default`), the runner says what ran in
 `fallback`, which every accuracy and latency figure carries ("bf16 requested; this
 CPU has no native bf16 (…): ran as f32").
