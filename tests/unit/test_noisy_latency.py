@@ -243,3 +243,21 @@ def test_the_store_never_serves_an_untrusted_figure(tmp_path: Path) -> None:
     assert fresh.present(key) is None
     assert fresh.lookup(key) is None
     assert not fresh.entry_dir(key).exists()
+
+
+def test_a_figure_trusted_after_its_gates_passed_is_served_with_its_label(
+        tmp_path: Path) -> None:
+    """Issue 38, item 4: a pass timed under load is kept (load only slows), labelled."""
+    from edgebuild.cache.store import Store
+
+    store = Store(tmp_path)
+    key = "cd" * 32
+    work = store.begin(key)
+    (work / "latency.json").write_text("{}")
+    store.commit(key, work, "latency", {"untrusted": "not cached: other processes used 93%"})
+    assert store.trust(key, "under_load", "timed under load, kept")
+    fresh = Store(tmp_path)
+    served = fresh.lookup(key)
+    assert served is not None and not served.untrusted
+    assert served.metadata["under_load"] == "timed under load, kept"
+    assert not fresh.trust("ef" * 32, "under_load", "gone")  # no such entry
