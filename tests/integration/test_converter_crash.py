@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, edgebuild
 
 RECIPE = f"""\
@@ -18,6 +20,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_a_segfault_names_its_site_and_the_last_logged_line(tmp_path: Path) -> None:
     recipe = tmp_path / "crash.yaml"
     recipe.write_text(RECIPE)

@@ -129,6 +129,7 @@ def test_the_network_check_catches_a_remote_reference(tmp_path: Path) -> None:
                          "https://cdn.example.com/b.png"]
 
 
+@pytest.mark.slow
 def test_report_renders_offline(page: Path, tmp_path: Path) -> None:
     proc, requested = chromium(page.as_uri(), "--dump-dom")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -145,6 +146,7 @@ def test_report_renders_offline(page: Path, tmp_path: Path) -> None:
     assert "<script" not in dom
 
 
+@pytest.mark.slow
 def test_report_screenshot(page: Path, tmp_path: Path,
                            record_property: Callable[[str, object], None]) -> None:
     from PIL import Image

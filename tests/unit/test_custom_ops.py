@@ -300,6 +300,7 @@ def test_decompose_mode_writes_standard_ops_that_match_pytorch(tmp_path: Path) -
         "decomposition ")
 
 
+@pytest.mark.slow
 def test_an_undeclared_op_fails_the_export_naming_it(tmp_path: Path) -> None:
     """Through the CLI: a fresh process, as a real run (torch keeps symbolics per process)."""
     import subprocess

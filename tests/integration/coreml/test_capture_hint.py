@@ -24,6 +24,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_an_lstm_export_cannot_convert_names_trace_which_can(tmp_path: Path) -> None:
     recipe = tmp_path / "lstm.yaml"
     recipe.write_text(RECIPE)

@@ -35,6 +35,7 @@ def report(out: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((out / "report.json").read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_local_cluster_builds_what_a_local_run_builds(tiny_project: Callable[..., Path],
                                                       tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -84,6 +85,7 @@ def board_project(tiny_project: Callable[..., Path]) -> Path:
     return recipe
 
 
+@pytest.mark.slow
 def test_device_stages_run_on_the_tagged_worker(tiny_project: Callable[..., Path],
                                                 tmp_path: Path, scheduler: str) -> None:
     recipe = board_project(tiny_project)
@@ -111,6 +113,7 @@ def test_device_stages_run_on_the_tagged_worker(tiny_project: Callable[..., Path
             proc.wait()
 
 
+@pytest.mark.slow
 def test_no_worker_with_the_resource_is_not_measurable(tiny_project: Callable[..., Path],
                                                         tmp_path: Path, scheduler: str) -> None:
     recipe = board_project(tiny_project)
@@ -149,6 +152,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_stage_loses_nothing(tiny_project: Callable[..., Path],
                                                  tmp_path: Path, scheduler: str) -> None:
     """The stage's worker dies mid-measurement: Dask runs the task again elsewhere (or the
@@ -222,6 +226,7 @@ def hidden_worker(address: str, hide: list[Path], *extra: str) -> subprocess.Pop
     raise AssertionError(f"worker did not join: exit {proc.wait()}")
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_see_the_clients_files_builds_the_same(
         tiny_project: Callable[..., Path], tmp_path: Path, scheduler: str) -> None:
     """Datasets and the model source travel by content: the worker sees none of the

@@ -114,6 +114,7 @@ def rogue_worker(tmp_path: Path, scheduler: str) -> Iterator[Callable[[str, Path
         proc.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["absolute", "dotdot", "main", "malformed"])
 def test_a_rogue_workers_reply_writes_nothing(mode: str, tiny_project: Callable[..., Path],
                                               tmp_path: Path, scheduler: str,

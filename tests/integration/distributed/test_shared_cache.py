@@ -27,6 +27,7 @@ def run(recipe: Path, out: Path, cache: Path, shared: str) -> dict[str, dict]:  
     return stages(out)
 
 
+@pytest.mark.slow
 def test_a_second_machine_reuses_the_shared_store(tiny_project: Callable[..., Path],
                                                   tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -47,6 +48,7 @@ def test_a_second_machine_reuses_the_shared_store(tiny_project: Callable[..., Pa
     assert shared_ops == {s["op"] for s in first.values()} - measuring
 
 
+@pytest.mark.slow
 def test_a_damaged_shared_entry_is_refused(tiny_project: Callable[..., Path],
                                            tmp_path: Path) -> None:
     recipe = tiny_project()

@@ -68,6 +68,7 @@ def unsigned(manifest: dict[str, Any]) -> None:
     manifest.pop("signature", None)
 
 
+@pytest.mark.slow
 def test_absolute_and_parent_names_are_refused_before_a_byte_is_written(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path) -> None:
     recipe, team, first = built
@@ -95,6 +96,7 @@ def test_absolute_and_parent_names_are_refused_before_a_byte_is_written(
     assert found == [folder / "climbed.txt"]  # only the attacker's own copy
 
 
+@pytest.mark.slow
 def test_notes_naming_a_local_file_never_reach_the_reports(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path) -> None:
     recipe, team, first = built
@@ -116,6 +118,7 @@ def test_notes_naming_a_local_file_never_reach_the_reports(
     assert stderr.count("refusing entry") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signer", ["none", "attacker"])
 def test_a_swapped_model_with_consistent_digests_is_refused(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path,
@@ -148,6 +151,7 @@ def test_a_swapped_model_with_consistent_digests_is_refused(
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trust", [[], ["--shared-cache-trust", "any"]])
 def test_forged_reference_outputs_are_refused(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path,
@@ -167,6 +171,7 @@ def test_forged_reference_outputs_are_refused(
         assert second["onnx-optimize"]["outcome"] == "cached"
 
 
+@pytest.mark.slow
 def test_a_cut_manifest_is_refused_and_replaced(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path) -> None:
     recipe, team, first = built
@@ -181,6 +186,7 @@ def test_a_cut_manifest_is_refused_and_replaced(
     assert third["onnx-optimize"]["outcome"] == "cached"
 
 
+@pytest.mark.slow
 def test_an_unreachable_store_with_a_password_warns_once_and_builds(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -197,6 +203,7 @@ def test_an_unreachable_store_with_a_password_warns_once_and_builds(
     assert "hunter2" not in everything
 
 
+@pytest.mark.slow
 def test_cache_verify_checks_signatures(
         built: tuple[Path, Path, dict[str, dict[str, Any]]], tmp_path: Path) -> None:
     recipe, team, first = built
@@ -214,6 +221,7 @@ def test_cache_verify_checks_signatures(
     assert "signature does not verify" in verify.stdout
 
 
+@pytest.mark.slow
 def test_another_writers_key_is_trusted_through_a_key_file(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project()

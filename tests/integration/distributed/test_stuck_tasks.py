@@ -87,6 +87,7 @@ def failure_line(stderr: str, stage: str) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_an_exception_dask_cannot_send_back_fails_the_stage(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = project(tiny_project, TOO_DEEP)
@@ -102,6 +103,7 @@ def test_an_exception_dask_cannot_send_back_fails_the_stage(
     assert outcomes["measure-latency@host-cpu"] == "built"  # keep-going: the rest ran
 
 
+@pytest.mark.slow
 def test_a_stage_leaving_a_very_deep_tree_fails_with_its_own_error(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     from edgebuild.execute.taskdirs import tasks_root
@@ -117,6 +119,7 @@ def test_a_stage_leaving_a_very_deep_tree_fails_with_its_own_error(
     assert not list(root.glob("*/task-*/scratch/d"))  # its task folder was removed
 
 
+@pytest.mark.slow
 def test_a_stage_that_never_ends_fails_after_the_stage_timeout(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = project(tiny_project, STUCK)

@@ -33,6 +33,7 @@ def test_edgebuild_worker_refuses_to_serve_a_jetson_without_tensorrt(tmp_path: P
     assert "JetPack" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_engine_stage_goes_to_the_tagged_worker_and_names_what_it_lacks(
         tiny_project: Callable[..., Path], tmp_path: Path, scheduler: str) -> None:
     recipe = jetson_project(tiny_project)

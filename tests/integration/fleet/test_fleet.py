@@ -56,6 +56,7 @@ def agent(registry: Path, root: Path, trusted: Path, target: str = "host-cpu",
                      "--once", *extra)
 
 
+@pytest.mark.slow
 def test_publish_writes_one_manifest_per_passing_target_and_is_idempotent(
         build: Path, registry: Path) -> None:
     layout = Layout(registry)
@@ -146,6 +147,7 @@ def refused(registry: Path, root: Path, trusted: Path, why: str) -> None:
     assert state(root)["events"][-1]["action"] == "refused"
 
 
+@pytest.mark.slow
 def test_a_tampered_blob_is_refused(build: Path, registry: Path, keys: dict[str, Path],
                                     tmp_path: Path) -> None:
     ok(edgebuild("promote", f"oci-layout:{registry}:1.0.0", "production",
@@ -231,6 +233,7 @@ def test_a_layer_name_leaving_its_folder_is_refused(registry: Path, keys: dict[s
     assert not (tmp_path / "escaped").exists() and not (root / "escaped").exists()
 
 
+@pytest.mark.slow
 def test_a_failing_health_check_rolls_back(build: Path, registry: Path, device: Path,
                                            keys: dict[str, Path]) -> None:
     first = (device / "current").resolve()
@@ -265,6 +268,7 @@ def test_a_failing_health_check_rolls_back(build: Path, registry: Path, device: 
     assert now["active"]["reused_bytes"] == model.size
 
 
+@pytest.mark.slow
 def test_the_agent_keeps_the_last_releases(build: Path, registry: Path,
                                            keys: dict[str, Path], tmp_path: Path) -> None:
     root = tmp_path / "device"

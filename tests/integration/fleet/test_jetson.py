@@ -72,6 +72,7 @@ def nothing_active(root: Path, why: str) -> None:
     assert why in found["events"][-1]["reason"], found["events"][-1]
 
 
+@pytest.mark.slow
 def test_a_device_without_tensorrt_refuses_the_jetson_variant(
         promoted: Path, keys: dict[str, Path], tmp_path: Path) -> None:
     facts = jetson.device_facts()
@@ -83,6 +84,7 @@ def test_a_device_without_tensorrt_refuses_the_jetson_variant(
     nothing_active(root, "needs TensorRT on an NVIDIA GPU")
 
 
+@pytest.mark.slow
 def test_an_orin_without_trtexec_cannot_build_the_engine_and_refuses(
         promoted: Path, keys: dict[str, Path], tmp_path: Path) -> None:
     if jetson.find_trtexec():
@@ -99,6 +101,7 @@ def test_an_orin_without_trtexec_cannot_build_the_engine_and_refuses(
     assert not list((root / "releases").iterdir())  # the staging folder is gone
 
 
+@pytest.mark.slow
 def test_the_device_builds_the_engine_with_trtexec(promoted: Path, keys: dict[str, Path],
                                                    tmp_path: Path) -> None:
     facts = jetson.device_facts()

@@ -53,6 +53,7 @@ def test_agents_pull_their_variant_from_a_registry(released: str, keys: dict[str
         assert active_target(root) == target
 
 
+@pytest.mark.slow
 def test_a_blob_the_registry_serves_corrupted_is_refused(
         build: Path, released: str, registry: tuple[str, Path],
         keys: dict[str, Path], tmp_path: Path) -> None:
@@ -115,6 +116,7 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_an_interrupted_download_resumes(build: Path, released: str,
                                          keys: dict[str, Path], tmp_path: Path) -> None:
     built = read_manifest(build / "artifacts" / "host-cpu" / "manifest.json")
@@ -153,6 +155,7 @@ def _layers(build: Path) -> list[Any]:
     return list(layout.manifest(done.targets["host-cpu"]).layers)
 
 
+@pytest.mark.slow
 def test_the_agent_needs_no_network_for_a_layout(build: Path, keys: dict[str, Path],
                                                   tmp_path: Path) -> None:
     probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False) \

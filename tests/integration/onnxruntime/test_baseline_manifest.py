@@ -42,6 +42,7 @@ def baseline(tiny_project: Callable[..., Path]) -> Path:
     return recipe
 
 
+@pytest.mark.slow
 def test_every_build_writes_its_manifest(baseline: Path) -> None:
     out = baseline.parent / "base"
     report = json.loads((out / "report.json").read_text())
@@ -63,6 +64,7 @@ def test_every_build_writes_its_manifest(baseline: Path) -> None:
     assert manifest.passed and manifest.size_bytes == target["size_bytes"]
 
 
+@pytest.mark.slow
 def test_the_baseline_is_an_input_artifact_from_its_manifest(baseline: Path) -> None:
     code, report, text = run(baseline, "head", "--baseline",
                              str(baseline.parent / "base" / "report.json"))
@@ -79,6 +81,7 @@ def test_the_baseline_is_an_input_artifact_from_its_manifest(baseline: Path) -> 
     assert gates["regression"]["measured"]["ratio"] > 0
 
 
+@pytest.mark.slow
 def test_the_comparison_runs_remotely_without_the_client_baseline_path(
         baseline: Path, tmp_path: Path) -> None:
     """Defect 4: the compare stage's task carries the baseline's files as its `baseline`
@@ -113,6 +116,7 @@ def test_the_comparison_runs_remotely_without_the_client_baseline_path(
     assert {"baseline_ms.npy", "candidate_ms.npy"} <= set(reply["files"])
 
 
+@pytest.mark.slow
 def test_a_baseline_from_before_the_manifest_asks_for_a_rebuild(baseline: Path) -> None:
     base = baseline.parent / "base"
     (base / "artifacts" / "host-cpu" / MANIFEST_NAME).unlink()
@@ -122,6 +126,7 @@ def test_a_baseline_from_before_the_manifest_asks_for_a_rebuild(baseline: Path) 
     assert "hint: rebuild the baseline with this edgebuild" in text
 
 
+@pytest.mark.slow
 def test_a_baseline_changed_after_its_build_is_refused(baseline: Path) -> None:
     base = baseline.parent / "base"
     with (base / "artifacts" / "host-cpu" / "model.onnx").open("ab") as model:

@@ -56,6 +56,7 @@ def latency(report: api.Report) -> api.GateResult:  # type: ignore[name-defined]
     return next(g for g in report.gates if g.gate == "latency")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("measure", [
     "warmup_iterations: 1, min_iterations: 20, min_seconds: 0.5",  # busy check on (0.25)
     "warmup_iterations: 1, min_iterations: 20, min_seconds: 0.5, max_busy_share: null",
@@ -76,6 +77,7 @@ def test_an_impossible_budget_fails_under_two_busy_loops(
     assert "a gate failed" in summary.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_a_met_budget_is_met_under_load_and_that_figure_is_measured_again(
         tiny_project: Callable[..., Path], tmp_path: Path, two_busy_loops: None) -> None:
     """The issue's case: `max_busy_share: null`, `on_noisy: fail`; a figure timed while
@@ -97,6 +99,7 @@ def test_a_met_budget_is_met_under_load_and_that_figure_is_measured_again(
     assert outcomes["compile"] == "cached"
 
 
+@pytest.mark.slow
 def test_waiting_for_quiet_is_said_and_bounded(
         tiny_project: Callable[..., Path], tmp_path: Path, two_busy_loops: None,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ def report_lines(stdout: str) -> dict[str, Path]:
     return found
 
 
+@pytest.mark.slow
 def test_ci_from_env_prints_report_paths_and_no_carriage_return(
         tiny_project: Callable[..., Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,6 +48,7 @@ def test_ci_from_env_prints_report_paths_and_no_carriage_return(
         assert "\r" not in stage_log.read_text(), stage_log
 
 
+@pytest.mark.slow
 def test_no_ci_overrides_the_environment(tiny_project: Callable[..., Path], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     recipe = tiny_project()

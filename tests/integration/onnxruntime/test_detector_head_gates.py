@@ -56,6 +56,7 @@ def head_outputs() -> np.ndarray:
         return np.concatenate([model(photos[i:i + 1]).numpy() for i in range(len(photos))])
 
 
+@pytest.mark.slow
 def test_slices_and_channels_of_a_real_head_through_the_pipeline(tmp_path: Path) -> None:
     np.savez(tmp_path / "photos.npz", x=_photos())
     recipe = tmp_path / "r.yaml"

@@ -23,6 +23,7 @@ def run(recipe: Path, out: Path, **options: object) -> api.Report:  # type: igno
     return api.run(recipe, api.RunOptions(out=out, **options))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_build_gate_report_then_fully_cached(tiny_project: Callable[..., Path],
                                              tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -55,6 +56,7 @@ def test_build_gate_report_then_fully_cached(tiny_project: Callable[..., Path],
     assert [g.measured for g in second.gates if not (retimed and g.is_latency)] == kept
 
 
+@pytest.mark.slow
 def test_impossible_budget_fails_gate_and_junit(tiny_project: Callable[..., Path],
                                                 tmp_path: Path) -> None:
     from tests.conftest import TINY_RECIPE
@@ -69,6 +71,7 @@ def test_impossible_budget_fails_gate_and_junit(tiny_project: Callable[..., Path
     assert "FAIL" in (tmp_path / "out" / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_changing_a_limit_reevaluates_without_remeasuring(tiny_project: Callable[..., Path],
                                                           tmp_path: Path) -> None:
     from tests.conftest import TINY_RECIPE, retimed
@@ -88,6 +91,7 @@ def crash():
 """
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_stage_fails_that_stage_only(tiny_project: Callable[..., Path],
                                                        tmp_path: Path) -> None:
     from tests.conftest import TINY_RECIPE
@@ -109,6 +113,7 @@ def test_worker_killed_mid_stage_fails_that_stage_only(tiny_project: Callable[..
     assert not any(p.name.startswith(failed.key) for p in store.tmp.iterdir())
 
 
+@pytest.mark.slow
 def test_fail_fast_skips_the_rest(tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     from tests.conftest import TINY_RECIPE
 
@@ -143,6 +148,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 def test_measurements_never_overlap_other_stages(tiny_project: Callable[..., Path],
                                                  tmp_path: Path) -> None:
     report = run(tiny_project(MULTI), tmp_path / "out", jobs=2)
@@ -157,6 +163,7 @@ def test_measurements_never_overlap_other_stages(tiny_project: Callable[..., Pat
                 assert overlap <= 0, f"{m.id} overlapped {other.id}"
 
 
+@pytest.mark.slow
 def test_unmeasurable_target_follows_policy(tiny_project: Callable[..., Path],
                                             tmp_path: Path) -> None:
     from tests.conftest import TINY_RECIPE
@@ -172,6 +179,7 @@ def test_unmeasurable_target_follows_policy(tiny_project: Callable[..., Path],
     assert next(g for g in warn.gates if g.gate == "size").status.value == "passed"
 
 
+@pytest.mark.slow
 def test_an_engine_not_buildable_here_is_unmeasurable_and_the_policy_decides(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     """TensorRT: the ONNX side builds and is gated here; the engine and its latency need
@@ -195,6 +203,7 @@ def test_an_engine_not_buildable_here_is_unmeasurable_and_the_policy_decides(
     assert warn.exit_code == 0
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..., Path],
                                                        tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -210,6 +219,7 @@ def test_two_concurrent_runs_on_one_cache_both_succeed(tiny_project: Callable[..
     assert len(list(store.entries())) == 6
 
 
+@pytest.mark.slow
 def test_latency_under_load_is_not_a_clean_figure(tiny_project: Callable[..., Path],
                                                    tmp_path: Path) -> None:
     """Timing while other processes take the CPU times them: the stage waits for quiet and
@@ -259,6 +269,7 @@ runs_on: {kind: dask, resource: remote-board}
 """
 
 
+@pytest.mark.slow
 def test_a_target_policy_overrides_the_recipe_policy(tiny_project: Callable[..., Path],
                                                      tmp_path: Path) -> None:
     recipe = tiny_project()
@@ -278,6 +289,7 @@ def test_a_target_policy_overrides_the_recipe_policy(tiny_project: Callable[...,
     assert gate.status.value == "unmeasurable" and "policy.unmeasurable: warn" in gate.message
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_no_worker_behind(tiny_project: Callable[..., Path],
                                               tmp_path: Path) -> None:
     """SIGKILL of `edgebuild run` mid-measurement: its worker dies with it (a measuring

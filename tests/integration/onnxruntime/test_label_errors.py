@@ -62,6 +62,7 @@ def project(tmp_path: Path, labels: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_labels_without_a_box_exit_2_not_as_a_failed_gate(tmp_path: Path) -> None:
     path = project(tmp_path, "yolo, path: labels")
     (tmp_path / "labels").mkdir()
@@ -74,6 +75,7 @@ def test_labels_without_a_box_exit_2_not_as_a_failed_gate(tmp_path: Path) -> Non
     assert "Traceback" not in output
 
 
+@pytest.mark.slow
 def test_a_nan_box_in_a_coco_file_is_named(tmp_path: Path) -> None:
     path = project(tmp_path, "coco, path: instances.json")
     (tmp_path / "instances.json").write_text(

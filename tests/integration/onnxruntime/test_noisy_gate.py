@@ -48,6 +48,7 @@ def latency_gate(out: Path) -> dict[str, Any]:
     return gate
 
 
+@pytest.mark.slow
 def test_missed_budget_under_load_is_undecided_and_measured_again(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project(NOISY)
@@ -75,6 +76,7 @@ def test_missed_budget_under_load_is_undecided_and_measured_again(
     assert outcomes["compile@host-cpu"] == "cached"
 
 
+@pytest.mark.slow
 def test_policy_undecided_fail_exits_1_with_a_junit_failure(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     recipe = tiny_project(NOISY + "policy: {undecided: fail}\n")

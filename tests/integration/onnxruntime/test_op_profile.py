@@ -13,6 +13,7 @@ pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxru
 pytestmark = pytest.mark.onnxruntime
 
 
+@pytest.mark.slow
 def test_profile_adds_up_to_the_profiled_runs_and_maps_fused_nodes(tmp_path: Path) -> None:
     recipe = write_project(tmp_path / "project", "host-cpu")
     out = tmp_path / "out"

@@ -59,6 +59,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_each_output_has_its_own_gate(project: Path) -> None:
     recipe = project / "r.yaml"
     recipe.write_text(RECIPE.replace("BOXES", "boxes"))

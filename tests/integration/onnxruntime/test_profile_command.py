@@ -16,6 +16,7 @@ pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxru
 pytestmark = pytest.mark.onnxruntime
 
 
+@pytest.mark.slow
 def test_profile_builds_and_profiles_only_what_the_targets_need(tmp_path: Path) -> None:
     # `host-cpu` sets measure.profile and has a memory gate; `plain` (same profile and
     # backend) profiles nothing in a run: `edgebuild profile` profiles it all the same.

@@ -55,6 +55,7 @@ def test_nested_dataset_name_is_checked_at_its_line(tiny_project: Callable[..., 
     assert "did you mean 'evaluation'?" in problem.hint
 
 
+@pytest.mark.slow
 def test_changed_nested_dataset_reruns_the_stage(tiny_project: Callable[..., Path],
                                                  tmp_path: Path) -> None:
     recipe = tiny_project(RECIPE.replace("EVALUATION", "evaluation"))

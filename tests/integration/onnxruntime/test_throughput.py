@@ -39,6 +39,7 @@ def _throughput(tmp_path: Path) -> dict[str, dict[str, object]]:
             if g["gate"] == "throughput"}
 
 
+@pytest.mark.slow
 def test_sessions_in_threads_and_the_gate(tiny_project: Callable[..., Path],
                                           tmp_path: Path) -> None:
     recipe = tiny_project(RECIPE)
@@ -57,6 +58,7 @@ def test_sessions_in_threads_and_the_gate(tiny_project: Callable[..., Path],
         assert 0 < figures["p50"] <= figures["p90"]
 
 
+@pytest.mark.slow
 def test_openvino_runs_async_requests_under_its_throughput_hint(
         tiny_project: Callable[..., Path], tmp_path: Path) -> None:
     pytest.importorskip("openvino", reason="the OpenVINO backend needs openvino")

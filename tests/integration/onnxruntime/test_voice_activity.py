@@ -86,6 +86,7 @@ def stream(model: Path, states: list[np.ndarray] | None = None,
     return np.array(probabilities), np.stack(returned)
 
 
+@pytest.mark.slow
 def test_the_stream_is_evaluated_step_by_step_each_build_carrying_its_own_state(
         tmp_path: Path) -> None:
     """issue 30: the recipe's `state:` and its dataset's `stream:` make reference and infer

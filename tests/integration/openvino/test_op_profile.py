@@ -14,6 +14,7 @@ pytest.importorskip("openvino", reason="the OpenVINO backend needs openvino")
 pytestmark = pytest.mark.openvino
 
 
+@pytest.mark.slow
 def test_counters_add_up_and_name_the_fused_onnx_nodes(tmp_path: Path) -> None:
     recipe = write_project(tmp_path / "project", "intel-cpu")
     out = tmp_path / "out"

@@ -30,6 +30,7 @@ def stage_metadata(out: Path, stage_id: str) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow
 def test_tiny_model_builds_gates_and_caches(tiny_project: Callable[..., Path],
                                             tmp_path: Path) -> None:
     text = TINY_RECIPE.replace("host-cpu:", "intel-cpu:").replace(
@@ -50,6 +51,7 @@ def test_tiny_model_builds_gates_and_caches(tiny_project: Callable[..., Path],
     assert second.counts["built"] == len(busy) and second.exit_code == 0
 
 
+@pytest.mark.slow
 def test_gpu_device_is_not_measurable_here(tiny_project: Callable[..., Path],
                                            tmp_path: Path) -> None:
     import openvino as ov
@@ -76,6 +78,7 @@ def test_quantize_params_are_checked_at_load(tiny_project: Callable[..., Path]) 
                                            "dataset: sample")))
 
 
+@pytest.mark.slow
 def test_accuracy_control_time_bound_fails_the_stage(tiny_project: Callable[..., Path],
                                                      tmp_path: Path) -> None:
     text = TINY_RECIPE.replace("host-cpu:", "intel-cpu:\n    passes: [openvino-quantize: "

@@ -33,6 +33,7 @@ def run(tmp_path: Path, exporter: str) -> tuple[int, str]:
     return result.returncode, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_adaptive_pooling_over_a_dynamic_width(tmp_path: Path) -> None:
     code, text = run(tmp_path, "legacy")
     assert code != 0 and "adaptive pooling" in text

@@ -39,6 +39,7 @@ def report_of(out: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((out / "report.json").read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_context_binaries_gated_on_the_emulator(tiny_project: Callable[..., Path],
                                                 tmp_path: Path) -> None:
     recipe = tiny_project(TINY)
@@ -85,6 +86,7 @@ def htp_refuses(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+@pytest.mark.slow
 def test_a_cpu_fallback_is_caught_not_measured(tiny_project: Callable[..., Path],
                                                tmp_path: Path) -> None:
     fp16_only = TINY.split("  snapdragon-int8:")[0]
@@ -113,6 +115,7 @@ QDQ_TARGETS = """\
 """
 
 
+@pytest.mark.slow
 def test_a_quantize_pass_output_taken_as_is(tiny_project: Callable[..., Path],
                                             tmp_path: Path) -> None:
     """`precision: qdq`: the quantize pass's Q/DQ (the encodings other backends get) goes
@@ -143,6 +146,7 @@ def test_int8_without_calibration_is_a_recipe_error(tiny_project: Callable[..., 
     assert f"{recipe}:" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not FASHION.is_dir(), reason="needs Debian's dataset-fashion-mnist")
 def test_fashion_mnist_int8_on_the_emulator_keeps_its_accuracy(tmp_path: Path) -> None:
     recipe = tmp_path / "fashion-qnn.yaml"

@@ -32,6 +32,7 @@ targets:
 CYCLES_TOLERANCE = 0.01  # the rows are per-run means, each rounded to a whole cycle
 
 
+@pytest.mark.slow
 def test_emulator_profile_in_the_report(tiny_project: Callable[..., Path],
                                         tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -15,6 +15,7 @@ from tests.integration.stream_models import features, plain_loop, write_recipe
 pytestmark = pytest.mark.qnn
 
 
+@pytest.mark.slow
 def test_the_htp_emulator_streams_carrying_its_state(tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, "snapdragon", 0.01)
     out = tmp_path / "out"

@@ -84,6 +84,7 @@ def _ir_input(project: Path, target: str) -> str:
     return str(ov.Core().read_model(str(xml)).inputs[0].get_partial_shape())
 
 
+@pytest.mark.slow
 @pytest.mark.openvino
 def test_nncf_calibrates_the_static_ir_at_its_built_shape(project: Path) -> None:
     """Before: NNCF calibrated the dynamic model at whatever the data was, and compile
@@ -105,6 +106,7 @@ gates: {{latency: {{budget_ms: 1000}}}}"""))
     assert gates["latency[small]"]["status"] == gates["latency[large]"]["status"] == "passed"
 
 
+@pytest.mark.slow
 @pytest.mark.openvino
 def test_nncf_refuses_data_at_another_shape_than_the_static_ir(project: Path) -> None:
     """Data at the `small` profile (16×24) for an IR built at 32×48: the stage fails
@@ -122,6 +124,7 @@ measure: {MEASURE}"""))
     assert "shapes: dynamic" in stage["hint"]
 
 
+@pytest.mark.slow
 @pytest.mark.openvino
 def test_nncf_on_a_dynamic_target_calibrates_the_bounded_ir(project: Path) -> None:
     """`shapes: dynamic` with profiles: NNCF calibrates the IR bounded by them, on data
@@ -144,6 +147,7 @@ gates:
     assert gates["accuracy"]["status"] == "passed", gates["accuracy"]
 
 
+@pytest.mark.slow
 @pytest.mark.openvino
 @pytest.mark.onnxruntime
 def test_calibration_at_no_profile_is_refused_by_both_quantizers(project: Path) -> None:
@@ -167,6 +171,7 @@ passes: [openvino-quantize: {dataset: odd, subset_size: 8}]"""))
         assert "add its size to `shapes:`" in stage["hint"]
 
 
+@pytest.mark.slow
 @pytest.mark.onnxruntime
 def test_ort_quantize_records_the_profile_it_calibrated_at(project: Path) -> None:
     run, report = _run(project, _target("host-int8", f"""
@@ -180,6 +185,7 @@ gates: {{latency: {{budget_ms: 1000}}}}"""))
     assert meta["calibration_profile"] == "small"
 
 
+@pytest.mark.slow
 @pytest.mark.openvino
 def test_dynamic_ir_is_bounded_by_the_profiles(project: Path) -> None:
     """The compiled `shapes: dynamic` IR has Dimension(min, max) over the profiles; it

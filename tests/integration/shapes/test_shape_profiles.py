@@ -85,6 +85,7 @@ def _run(project: Path, recipe: str, *targets: str) -> dict[str, dict[str, dict]
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.onnxruntime
 @pytest.mark.openvino
 def test_two_profiles_on_onnxruntime_and_openvino(project: Path) -> None:
@@ -111,6 +112,7 @@ def test_two_profiles_on_onnxruntime_and_openvino(project: Path) -> None:
     assert "profile small" in html and "profile large" in html
 
 
+@pytest.mark.slow
 @pytest.mark.tflite
 def test_tflite_resizes_the_pinned_model(project: Path) -> None:
     pytest.importorskip("ai_edge_litert", reason="the TFLite backend needs ai-edge-litert")
@@ -140,6 +142,7 @@ targets:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.tflite
 def test_tflite_that_cannot_resize_fails_the_profile_row(tmp_path: Path) -> None:
     """A conv net flattened into a Linear: its ONNX names H/W dynamic, but the TFLite
@@ -161,6 +164,7 @@ def test_tflite_that_cannot_resize_fails_the_profile_row(tmp_path: Path) -> None
     assert "remove the size from `shapes:`" in small["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.onnxruntime
 def test_baseline_is_compared_per_profile(project: Path) -> None:
     """`run --baseline` times the baseline's artifact against this build's at each
@@ -199,6 +203,7 @@ SEARCH = RECIPE.split("  ov-static:")[0].replace(BUDGETS, BUDGETS + """\
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.onnxruntime
 def test_search_selects_over_every_profile(project: Path) -> None:
     """`select` times its candidates at each profile, in the shapes the profile names, and

@@ -50,6 +50,7 @@ def _gates(project: Path, *targets: str) -> tuple[int, dict[str, dict], dict]:  
     return run.returncode, gates, report
 
 
+@pytest.mark.slow
 @pytest.mark.onnxruntime
 def test_speedup_is_decided_per_profile_against_the_other_targets_build(
         tmp_path: Path) -> None:

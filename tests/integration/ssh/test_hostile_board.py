@@ -100,6 +100,7 @@ def files_outside(root: Path, *owned: Path) -> set[Path]:
             and not any(p == o or o in p.parents for o in owned)}
 
 
+@pytest.mark.slow
 def test_an_honest_board_runs_through_the_checks(tiny_project: Callable[..., Path],
                                                  tmp_path: Path, fake_ssh: Path) -> None:
     """A real reply (the board's side run by the fake ssh) passes every check: the typed
@@ -139,6 +140,7 @@ def hostile(name: str) -> list[tarfile.TarInfo | tuple[str, bytes]]:
     }[name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("attack", "refusal"), [
     ("absolute", "a reply holds result.json and out/… only"),
     ("absolute-under-out", "not a plain relative path"),

@@ -109,6 +109,7 @@ def report(out: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((out / "report.json").read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_board_stages_run_over_ssh_by_content(tiny_project: Callable[..., Path],
                                               tmp_path: Path,
                                               sshd: tuple[str, Path]) -> None:
@@ -135,6 +136,7 @@ def test_board_stages_run_over_ssh_by_content(tiny_project: Callable[..., Path],
         local_infer["artifact_digest"]
 
 
+@pytest.mark.slow
 def test_unreachable_board_is_not_measurable(tiny_project: Callable[..., Path],
                                              tmp_path: Path, sshd: tuple[str, Path]) -> None:
     _, config = sshd
@@ -145,6 +147,7 @@ def test_unreachable_board_is_not_measurable(tiny_project: Callable[..., Path],
     assert "Traceback" not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_board_without_edgebuild_is_not_measurable(tiny_project: Callable[..., Path],
                                                    tmp_path: Path,
                                                    sshd: tuple[str, Path]) -> None:

@@ -41,6 +41,7 @@ def run(recipe: Path, out: str, *args: str) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_a_tensorrt_baseline_is_compared_as_an_engine_or_not_at_all(
         tiny_project: Callable[..., Path]) -> None:
     recipe = tiny_project(RECIPE)

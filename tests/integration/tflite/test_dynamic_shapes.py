@@ -49,6 +49,7 @@ def heat_map_model(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+@pytest.mark.slow
 def test_dynamic_height_and_width_are_pinned_to_the_declared_shape(tmp_path: Path) -> None:
     heat_map_model(tmp_path / "heat.onnx")
     crops = np.random.default_rng(1).random((6, 1, 3, 32, 48)).astype(np.float32)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import edgebuild
 from tests.integration.profile_models import check_profile, read_report, write_project
 
 
+@pytest.mark.slow
 def test_litert_profile_adds_up_and_names_xnnpack_kernels(tmp_path: Path) -> None:
     recipe = write_project(tmp_path / "project", "android", "{latency_on: host}")
     out = tmp_path / "out"
@@ -30,6 +33,7 @@ def test_litert_profile_adds_up_and_names_xnnpack_kernels(tmp_path: Path) -> Non
     assert all(r["onnx_nodes"] is None for r in rows) and "ONNX" in profile["note"]
 
 
+@pytest.mark.slow
 def test_litert_reads_the_thread_count_and_the_builtin_kernel_mode(tmp_path: Path) -> None:
     """The CPU options reach the wheel's libLiteRt.so: two threads make XNNPACK's pool
     (more OS threads than with one), and `kernel_mode` builtin runs TFLite's own kernels
