@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,43 @@ passes:
   - export-onnx: {{opset: 17}}
   - onnx-optimize
 """
+
+
+QUICK_TIMING = {"warmup_iterations": 1, "min_iterations": 5, "min_seconds": 0,
+                "max_busy_share": None}
+
+
+def cheap_fashion_copy(tmp_path: Path, targets: tuple[str, ...] = ()) -> Path:
+    """recipes/fashion-mnist.yaml in a project of its own, made cheap: 200 test images, 16
+    for calibration, one finetune epoch on 128 images (the committed recipe's two epochs
+    on 60,000 take 4 minutes on 2 cores), a few timing runs; `targets`: only those. Its
+    targets, passes and gates are otherwise the committed ones."""
+    import shutil
+
+    import yaml
+
+    recipe: dict[str, Any] = yaml.safe_load(
+        (REPO / "recipes" / "fashion-mnist.yaml").read_text())
+    if not Path(recipe["datasets"]["test"]["images"]).is_file():
+        pytest.skip("needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
+    project = tmp_path / "project"
+    models = project / "models"
+    models.mkdir(parents=True)
+    for name in ("fashion_mnist_cnn.py", "fashion_mnist_cnn.pt", "train_fashion_mnist.py"):
+        shutil.copy(REPO / "recipes" / "models" / name, models / name)
+    recipe["datasets"]["test"]["limit"] = 200
+    recipe["datasets"]["test-1k"]["limit"] = 20
+    recipe["datasets"]["calibration"]["limit"] = 16
+    if targets:
+        recipe["targets"] = {n: t for n, t in recipe["targets"].items() if n in targets}
+    for target in recipe["targets"].values():
+        for step in target.get("passes", []):
+            if isinstance(step, dict) and "prune" in step:
+                step["prune"]["finetune_kwargs"] = {"epochs": 1, "samples": 128}
+        target["measure"] = QUICK_TIMING
+    path = project / "fashion-mnist.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
 
 
 def skip_if_the_machine_was_busy(out: Path) -> None:

@@ -9,14 +9,12 @@ finetune epoch, a few timing runs. Its targets, passes and gates are untouched.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import REPO, edgebuild
+from tests.conftest import cheap_fashion_copy, edgebuild
 
 pytest.importorskip("distributed", reason="--cluster needs Dask distributed "
                     "(extra: distributed)")
@@ -31,32 +29,6 @@ TIMESTAMPED = {"snapdragon-int8", "iphone-int8"}
 
 def target_of(sid: str) -> str:
     return sid.partition("@")[2].partition("(")[0]
-QUICK_TIMING = {"warmup_iterations": 1, "min_iterations": 5, "min_seconds": 0,
-                "max_busy_share": None}
-
-
-def cheap_copy(tmp_path: Path) -> Path:
-    recipe: dict[str, Any] = yaml.safe_load((REPO / "recipes" / "fashion-mnist.yaml").read_text())
-    if not Path(recipe["datasets"]["test"]["images"]).is_file():
-        pytest.skip("needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
-    project = tmp_path / "project"
-    models = project / "models"
-    models.mkdir(parents=True)
-    for name in ("fashion_mnist_cnn.py", "fashion_mnist_cnn.pt", "train_fashion_mnist.py"):
-        shutil.copy(REPO / "recipes" / "models" / name, models / name)
-    recipe["datasets"]["test"]["limit"] = 200
-    recipe["datasets"]["test-1k"]["limit"] = 20
-    recipe["datasets"]["calibration"]["limit"] = 16
-    for target in recipe["targets"].values():
-        for step in target.get("passes", []):
-            if isinstance(step, dict) and "prune" in step:
-                step["prune"]["finetune_kwargs"] = {"epochs": 1, "samples": 128}
-        target["measure"] = QUICK_TIMING
-    path = project / "fashion-mnist.yaml"
-    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return path
-
-
 def outcome(out: Path) -> tuple[dict[str, Any], set[tuple[str, str, str]]]:
     report = json.loads((out / "report.json").read_text())
     stages = {s["id"]: s for s in report["stages"]}
@@ -68,7 +40,7 @@ def outcome(out: Path) -> tuple[dict[str, Any], set[tuple[str, str, str]]]:
 
 def test_fashion_mnist_on_a_loopback_cluster_builds_what_a_local_run_builds(
         tmp_path: Path) -> None:
-    recipe = cheap_copy(tmp_path)
+    recipe = cheap_fashion_copy(tmp_path)
     local = edgebuild("run", str(recipe), "--keep-going", "--out", str(tmp_path / "local"),
                       "--cache-dir", str(tmp_path / "cache-local"), cwd=recipe.parent)
     assert (tmp_path / "local" / "report.json").is_file(), local.stdout + local.stderr
