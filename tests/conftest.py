@@ -234,3 +234,27 @@ def tiny_project(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+# -- Running in parallel (pytest-xdist, `make test`: -n 2 --dist loadgroup) -------------------
+
+# Modules whose tests are each a long, independent build: spread test by test. Every other
+# module's tests stay on one worker together, so a module's fixtures are built once.
+SPREAD_MODULES = {"tests/e2e/test_recipes.py", "tests/e2e/test_search.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test an `xdist_group`: one per module by default; the tests that share
+    the session's quickstart build one group (it is built once per worker that needs it);
+    each test of a SPREAD_MODULES module its own. Without xdist the marker does nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        if "quickstart_build" in getattr(item, "fixturenames", ()):
+            group = "quickstart"
+        elif module in SPREAD_MODULES:
+            group = item.nodeid
+        else:
+            group = module
+        item.add_marker(pytest.mark.xdist_group(group))
