@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.core.redact import redact
-from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
+from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean, printable
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
 from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
 from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.one_line)
@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(COMMANDS[args.command](args))
     except EdgebuildError as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
+        print(printable(redact(f"error: {exc}"), newlines=True), file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted; finished stages are cached", file=sys.stderr)
