@@ -260,10 +260,14 @@ class Registry(Records):
         _WATCH.watch = watch
         try:
             yield
-        except EdgebuildError:
+        except (EdgebuildError, OSError, http.client.HTTPException) as exc:
             if watch.fired:
                 raise EdgebuildError(watch.message(self.where, what)) from None
-            raise
+            if isinstance(exc, EdgebuildError):
+                raise
+            raise EdgebuildError(f"{self.where}: {what} failed: "
+                                 f"{printable(str(exc))[:200] or type(exc).__name__}",
+                                 "the next check tries again") from None
         finally:
             _WATCH.watch = token
             watch.cancel()
@@ -285,8 +289,8 @@ class Registry(Records):
                 raise _NotFound(url) from None
             raise EdgebuildError(f"{self.where}: {method} {url} answered {exc.code} "
                                  f"{exc.reason}: {_first_error(body)}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = printable(str(getattr(exc, "reason", exc)))[:200]
             raise EdgebuildError(f"{self.where}: {method} {url} failed: {reason}",
                                  "is the registry running and reachable?") from None
         if reply.status not in expect:
