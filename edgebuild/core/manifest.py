@@ -142,7 +142,7 @@ def verified_files(folder: Path, manifest: ArtifactManifest,
     label = where or folder / MANIFEST_NAME
     found: dict[str, Path] = {}
     for entry in manifest.files:
-        path = confined(folder, entry.name, f"{label}: a file name")
+        path = confined(folder, entry.name, f"{label}: a file name", verb="read")
         if not path.is_file():
             raise EdgebuildError(f"{label}: file {entry.name} is missing",
                                  "keep the whole artifacts/<target>/ folder of the build")

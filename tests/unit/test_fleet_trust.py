@@ -359,3 +359,15 @@ def test_device_facts_nested_deep_are_refused(tmp_path: Path) -> None:
     (tmp_path / "facts.json").write_bytes(DEEP)
     with pytest.raises(EdgebuildError, match="nested more than 200 levels deep"):
         read_facts(tmp_path / "facts.json")
+
+
+def test_publish_refuses_a_symlinked_input_as_a_read(tmp_path: Path) -> None:
+    build = tiny_build(tmp_path / "build", b"model")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"model")  # the same bytes: only the symlink gives it away
+    model = build / "artifacts" / "host-cpu" / "model.onnx"
+    model.unlink()
+    model.symlink_to(secret)
+    with pytest.raises(EdgebuildError, match="refusing to read 'model.onnx': it is not "
+                                             "inside"):
+        publish(build, Layout(tmp_path / "layout"), "1.0.0")
