@@ -470,6 +470,10 @@ class _DaskOneLine(logging.Filter):
     (the scheduler's failed scatter to a killed worker), which are not ours to show."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from edgebuild.execute.cluster import recovered
+
+        if recovered(record):  # a worker death the executor's retry makes good
+            return False
         if record.name.startswith("distributed") and (
                 record.exc_info or record.stack_info or "\n" in str(record.msg)):
             lines = record.getMessage().strip().splitlines()
