@@ -368,6 +368,6 @@ def test_publish_refuses_a_symlinked_input_as_a_read(tmp_path: Path) -> None:
     model = build / "artifacts" / "host-cpu" / "model.onnx"
     model.unlink()
     model.symlink_to(secret)
-    with pytest.raises(EdgebuildError, match="refusing to read 'model.onnx': it is not "
-                                             "inside"):
+    with pytest.raises(EdgebuildError, match=r"refusing to read 'model\.onnx': it is not "
+                                             r"inside"):
         publish(build, Layout(tmp_path / "layout"), "1.0.0")
