@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.core.redact import redact
-from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean
+from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean, printable
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
 from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
 from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.one_line)
@@ -470,6 +470,10 @@ class _DaskOneLine(logging.Filter):
     (the scheduler's failed scatter to a killed worker), which are not ours to show."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from edgebuild.execute.cluster import recovered
+
+        if recovered(record):  # a worker death the executor's retry makes good
+            return False
         if record.name.startswith("distributed") and (
                 record.exc_info or record.stack_info or "\n" in str(record.msg)):
             lines = record.getMessage().strip().splitlines()
@@ -488,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(COMMANDS[args.command](args))
     except EdgebuildError as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
+        print(printable(redact(f"error: {exc}"), newlines=True), file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted; finished stages are cached", file=sys.stderr)

@@ -35,6 +35,15 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def printable(text: str, newlines: bool = False) -> str:
+    """`text` safe to print on a terminal: every control character (an escape sequence's
+    ESC, a carriage return, a bell; a newline too unless `newlines`) written as its
+    Python escape, `\\x1b`, so text from outside can neither recolour nor rewrite what
+    the terminal shows, nor forge a line of its own."""
+    return "".join(c if c.isprintable() or (newlines and c == "\n") or c == " "
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A 'did you mean ...?' hint for a misspelt name, or '' when nothing is close."""
     close = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)

@@ -16,7 +16,6 @@ folder it came in, and every file is checked against its digest and size before 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from edgebuild.core.digest import digest_file
 from edgebuild.core.paths import confined
 from edgebuild.core.profile import Device, TargetProfile
+from edgebuild.core.untrusted import loads
 from edgebuild.errors import EdgebuildError
 
 SCHEMA_VERSION: Final = 1
@@ -115,7 +115,7 @@ def read_manifest(path: Path) -> ArtifactManifest:
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise EdgebuildError(f"{path}: larger than {MAX_MANIFEST_BYTES >> 20} MiB, not "
                                  "a manifest edgebuild wrote", REBUILD_HINT)
-        data = json.loads(path.read_bytes())
+        data = loads(path.read_bytes(), finite=False)  # depth-limited: no RecursionError
     except FileNotFoundError:
         raise EdgebuildError(f"{path}: no manifest: this build was made by an edgebuild that "
                              "wrote none (before the artifact manifest)", REBUILD_HINT) from None
@@ -142,7 +142,7 @@ def verified_files(folder: Path, manifest: ArtifactManifest,
     label = where or folder / MANIFEST_NAME
     found: dict[str, Path] = {}
     for entry in manifest.files:
-        path = confined(folder, entry.name, f"{label}: a file name")
+        path = confined(folder, entry.name, f"{label}: a file name", verb="read")
         if not path.is_file():
             raise EdgebuildError(f"{label}: file {entry.name} is missing",
                                  "keep the whole artifacts/<target>/ folder of the build")

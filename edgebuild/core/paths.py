@@ -18,12 +18,13 @@ from pathlib import Path
 from edgebuild.errors import EdgebuildError
 
 
-def inside(root: Path, *parts: str) -> Path:
-    """`root/parts...`, refused unless it resolves to a path strictly below `root`."""
+def inside(root: Path, *parts: str, verb: str = "write") -> Path:
+    """`root/parts...`, refused unless it resolves to a path strictly below `root`
+    (`verb`: what the refusal says edgebuild would have done, "write" or "read")."""
     base = root.resolve()
     path = base.joinpath(*parts).resolve()
     if path == base or base not in path.parents or any("\x00" in p for p in parts):
-        raise EdgebuildError(f"refusing to write {'/'.join(parts)!r}: it is not inside {root}",
+        raise EdgebuildError(f"refusing to {verb} {'/'.join(parts)!r}: it is not inside {root}",
                              "names that become folders use letters, digits and _ . , = + -")
     return path
 
@@ -32,7 +33,7 @@ MAX_NAME = 255  # bytes in one path part on every filesystem edgebuild writes to
 MAX_PATH = 1024
 
 
-def confined(root: Path, name: str, what: str = "a file name") -> Path:
+def confined(root: Path, name: str, what: str = "a file name", verb: str = "write") -> Path:
     """`root/name` for a `name` an untrusted party gave (a store, a worker, a board).
 
     Refused with an EdgebuildError, before anything is written, unless `name` is a
@@ -50,7 +51,7 @@ def confined(root: Path, name: str, what: str = "a file name") -> Path:
         raise EdgebuildError(f"refusing {what} {name!r:.120}: not a plain relative path",
                              "names from a store, worker or board must stay inside "
                              "their folder")
-    return inside(root, *parts)
+    return inside(root, *parts, verb=verb)
 
 
 def writable_dir(path: Path, what: str) -> Path:

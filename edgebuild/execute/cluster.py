@@ -42,6 +42,7 @@ from edgebuild.core.stage_result import StageResult
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.remote import Files
 from edgebuild.execute.security import (
+    LOOPBACK_HTTP,
     NO_HTTP_ROUTES,
     TlsFiles,
     check_address,
@@ -87,10 +88,27 @@ class ClusterSpec:
         return self.address or f"local:{self.workers}"
 
 
+# Dask's warnings about a worker death that the executor recovers from: it runs the stage
+# again elsewhere and sends its inputs again (`_forget_lost`), so nothing is lost; a
+# stage that still fails says so in its own error.
+RECOVERED_BY_RETRY: tuple[str, ...] = ("Restarting worker", "lose scattered data")
+
+
+def recovered(record: logging.LogRecord) -> bool:
+    """A Dask record about a worker death the executor's retry makes good."""
+    if not record.name.startswith("distributed"):
+        return False
+    text = str(record.msg)
+    return any(phrase in text for phrase in RECOVERED_BY_RETRY)
+
+
 class _OneLine(logging.Filter):
-    """A Dask log record as one line: no traceback (a worker death logs 30 of them)."""
+    """A Dask log record as one line: no traceback (a worker death logs 30 of them), and
+    none of the warnings a retry makes good."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if recovered(record):
+            return False
         if record.exc_info or record.stack_info or "\n" in str(record.msg):
             text = record.getMessage().strip().splitlines()
             extra = f": {record.exc_info[1]!r:.200}" if record.exc_info else ""
@@ -165,7 +183,8 @@ class DaskExecutor:
                 with dask.config.set(NO_HTTP_ROUTES):
                     self._cluster = LocalCluster(
                         n_workers=self.spec.workers, threads_per_worker=1, processes=True,
-                        host="127.0.0.1", dashboard_address=None, security=True)
+                        host="127.0.0.1", dashboard_address=None, security=True,
+                        scheduler_kwargs=LOOPBACK_HTTP)
                 client = Client(self._cluster)
                 close_http(self._cluster, client)
                 return client

@@ -112,6 +112,9 @@ def worker_security(address: str, tls: TlsFiles | None) -> Any:
     return Security()
 
 
+# The HTTP server Dask's scheduler always starts: on a random loopback port (not :8787,
+# where another cluster's dashboard may be), no dashboard, until close_http stops it.
+LOOPBACK_HTTP: dict[str, object] = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 # Dask's HTTP routes (dashboard, /json, /info, /health, prometheus, the proxy): none.
 NO_HTTP_ROUTES: dict[str, list[str]] = {"distributed.scheduler.http.routes": [],
                   "distributed.worker.http.routes": []}

@@ -39,7 +39,7 @@ from edgebuild.core.manifest import (
     verified_files,
 )
 from edgebuild.core.paths import confined
-from edgebuild.errors import EdgebuildError, ExitCode
+from edgebuild.errors import EdgebuildError, ExitCode, printable
 from edgebuild.fleet import health
 from edgebuild.fleet.layout import BlobError, Store, copy_verified
 from edgebuild.fleet.records import (
@@ -55,7 +55,7 @@ from edgebuild.fleet.records import (
     Descriptor,
     ImageManifest,
 )
-from edgebuild.fleet.remote import open_store
+from edgebuild.fleet.remote import FETCH_DEADLINE_S, open_store
 from edgebuild.fleet.state import (
     RELEASE_NAME,
     AgentState,
@@ -87,6 +87,7 @@ class AgentOptions(BaseModel):
     device_facts: Path | None = None  # TensorRT variants: the device's facts from a file
     adb: str | None = None  # push to an Android phone: its serial ("" = the only one)
     device_dir: str | None = None  # the phone's folder (default /data/local/tmp/edgebuild/C)
+    fetch_deadline: float = FETCH_DEADLINE_S  # each read from a registry ends within it
 
 
 class Refused(EdgebuildError):
@@ -114,13 +115,35 @@ def run_agent(options: AgentOptions) -> int:
         remote_dir(options.device_dir)  # a usage error (exit 2), before any download
     if options.interval is not None and not options.interval > 0:
         raise EdgebuildError(f"--interval {options.interval:g}: seconds > 0")
+    if not 0 < options.fetch_deadline <= 7 * 86400:
+        raise EdgebuildError(f"--fetch-deadline {options.fetch_deadline:g}: seconds, more "
+                             "than 0 and at most a week")
+    open_store(options.source, with_tag=False)  # usage errors (exit 2) before any round
+    trust_from(options.trust)
     while True:
-        outcome = check_once(options)
+        outcome = _round(options)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        print(f"{stamp} {outcome.message}", flush=True)
+        print(f"{stamp} {printable(outcome.message)}", flush=True)
         if options.interval is None:
             return outcome.code
         time.sleep(options.interval)
+
+
+def _round(options: AgentOptions) -> Outcome:
+    """One check as an outcome. --once: an error is the command's (exit 2, or 4 for a
+    bug). --interval: a round that fails is logged as one line and the agent keeps
+    polling (a hostile mirror must not stop it)."""
+    if options.interval is None:
+        return check_once(options)
+    try:
+        return check_once(options)
+    except EdgebuildError as exc:
+        return Outcome(code=int(exc.exit_code), message=f"error: {exc.message}; next "
+                       f"check in {options.interval:g} s")
+    except Exception as exc:  # a bug in a daemon: logged, the next round still runs
+        first = (str(exc).splitlines() or [""])[0][:300]
+        return Outcome(code=ExitCode.INTERNAL, message=f"internal error: "
+                       f"{type(exc).__name__}: {first}; next check in {options.interval:g} s")
 
 
 def check_once(options: AgentOptions, now: dt.datetime | None = None) -> Outcome:
@@ -141,7 +164,7 @@ def check_once(options: AgentOptions, now: dt.datetime | None = None) -> Outcome
 
 def _check(options: AgentOptions, state: AgentState,
            now: dt.datetime) -> tuple[AgentState, Outcome]:
-    layout, _ = open_store(options.source, with_tag=False)
+    layout, _ = open_store(options.source, with_tag=False, deadline_s=options.fetch_deadline)
     trust = trust_from(options.trust)
     signed = _verified_statement(layout, options.channel, trust, now)
     statement = signed.statement
@@ -157,9 +180,12 @@ def _check(options: AgentOptions, state: AgentState,
             return state, Outcome(code=ExitCode.GATE_FAILED, message=(
                 f"{statement.version} failed its health check; waiting for a newer "
                 "promotion"))
-        raise Refused(f"statement sequence {statement.sequence} is not newer than "
-                      f"{state.sequence}, the one this device acted on: a downgrade or "
-                      "replay", "promote again (a rollback is a new, higher sequence)")
+        raise Refused(f"the channel's statement (sequence {statement.sequence}, "
+                      f"{statement.version}, issued {statement.issued.isoformat()}) is older "
+                      f"than sequence {state.sequence}, the one this device acted on: a "
+                      "rewound channel tag, a downgrade or a replay",
+                      "promote again (a rollback is a new statement with a higher "
+                      "sequence); check who can write the store")
     if active is not None and active.index == statement.index:
         reason = f"{active.version} renewed by sequence {statement.sequence}"
         return state.with_event("renewed", reason, active.version, statement.sequence,
@@ -457,9 +483,12 @@ def _prune(root: Path, state: AgentState, keep: int,
 
 def _replace_dir(folder: Path) -> None:
     """Remove a release folder: renamed aside first, so no half-deleted release keeps
-    its name."""
+    its name. One that is already gone (removed by hand) is not an error."""
     aside = folder.with_name(f".old-{uuid.uuid4().hex[:8]}")
-    folder.rename(aside)
+    try:
+        folder.rename(aside)
+    except FileNotFoundError:
+        return
     shutil.rmtree(aside, ignore_errors=True)
 
 

@@ -81,6 +81,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--device-dir", default=None, metavar="DIR",
                    help="with --adb: the phone's folder, under /data/local/tmp (default "
                         "/data/local/tmp/edgebuild/CHANNEL)")
+    p.add_argument("--fetch-deadline", type=float, default=None, metavar="S",
+                   help="each read from a registry (a tag, a record, a blob) is stopped "
+                        "after S seconds, and the check refused (default 900; a download "
+                        "stopped this way resumes at the next check)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="check once and exit (default)")
     when.add_argument("--interval", type=float, default=None, metavar="S",
@@ -124,7 +128,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
                            root=args.root, trust=args.trust, health_cmd=args.health_cmd,
                            model_check=not args.no_model_check, keep=args.keep,
                            interval=args.interval, device_facts=args.device_facts,
-                           adb=args.adb, device_dir=args.device_dir)
+                           adb=args.adb, device_dir=args.device_dir,
+                           **({"fetch_deadline": args.fetch_deadline}
+                              if args.fetch_deadline is not None else {}))
     return run_agent(options)
 
 

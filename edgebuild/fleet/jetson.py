@@ -30,6 +30,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from edgebuild.core.manifest import ArtifactManifest
+from edgebuild.core.untrusted import loads, read_regular
 from edgebuild.errors import EdgebuildError
 
 ENGINE_FORMAT: Final = "tensorrt-engine"  # backends/tensorrt/backend.py (not imported: light)
@@ -39,6 +40,7 @@ TAG: Final = "engine.json"
 ENGINE_DIR: Final = "engine"  # releases/<hex>/engine/: what the device built
 FACTS_ENV: Final = "EDGEBUILD_DEVICE_FACTS"
 BUILD_TIMEOUT_S = 3600.0
+MAX_FACTS = 1 << 20  # a device facts file or an engine.json tag: small JSON, read bounded
 NV_INFER_VERSION: Final = Path("/usr/include/aarch64-linux-gnu/NvInferVersion.h")
 DEVICE_TREE: Final = Path("/proc/device-tree/compatible")
 # Jetson modules' device-tree `compatible` strings -> their GPU's compute capability
@@ -79,7 +81,7 @@ def shipped_for(manifest: ArtifactManifest, files: Path) -> tuple[str, str] | No
     tag: dict[str, object] = {}
     if any(f.name == TAG for f in manifest.files):
         try:
-            loaded = json.loads((files / TAG).read_text())
+            loaded = loads(read_regular(files / TAG, MAX_FACTS))
             tag = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             tag = {}
@@ -127,7 +129,7 @@ def decide(manifest: ArtifactManifest, files: Path, facts: DeviceFacts) -> Engin
 def read_facts(path: Path) -> DeviceFacts:
     """A DeviceFacts JSON file (--device-facts / $EDGEBUILD_DEVICE_FACTS)."""
     try:
-        facts = DeviceFacts.model_validate(json.loads(path.read_text()))
+        facts = DeviceFacts.model_validate(loads(path.read_bytes()))  # depth-limited
     except (OSError, ValueError) as exc:
         detail = exc.errors()[0] if isinstance(exc, ValidationError) else None
         where = f"key {'.'.join(str(p) for p in detail['loc'])}: {detail['msg']}" \
@@ -297,7 +299,7 @@ def build_engine(release: Path, manifest: ArtifactManifest, facts: DeviceFacts) 
 def built_here(release: Path, facts: DeviceFacts) -> bool:
     """releases/<hex>/engine/ holds an engine this device built with these facts."""
     try:
-        tag = json.loads((release / ENGINE_DIR / TAG).read_text())
+        tag = loads(read_regular(release / ENGINE_DIR / TAG, MAX_FACTS))
     except (OSError, ValueError):
         return False
     return isinstance(tag, dict) and (release / ENGINE_DIR / ENGINE).is_file() and \

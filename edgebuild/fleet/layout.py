@@ -15,7 +15,6 @@ while it is read or copied, and a mismatch is refused before any byte is used
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import uuid
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import BinaryIO, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from edgebuild.errors import EdgebuildError
+from edgebuild.core.untrusted import Untrusted, loads, open_regular, read_regular
+from edgebuild.errors import EdgebuildError, printable
 from edgebuild.fleet.records import (
     INDEX,
     MAX_JSON,
@@ -176,11 +176,15 @@ class Layout(Records):
 
     def index(self) -> ImageIndex:
         path = self.root / "index.json"
-        if not (self.root / LAYOUT_FILE).is_file() or not path.is_file():
+        if not (self.root / LAYOUT_FILE).exists() or not path.exists():
             raise EdgebuildError(f"{self.root} is not an OCI image layout (no oci-layout "
                                  "and index.json)", "publish to it first: edgebuild publish "
                                  "BUILD --to oci-layout:DIR --version V")
-        return parse_record(ImageIndex, _read_limited(path), f"{path}")
+        try:  # unsigned: anyone who can write the folder wrote it
+            data = read_regular(path, MAX_JSON)
+        except Untrusted as exc:
+            raise BlobError(f"{path}: {exc}") from None
+        return parse_record(ImageIndex, data, f"{path}")
 
     def resolve(self, name: str) -> Descriptor:
         """The descriptor tag `name` points at; EdgebuildError listing the tags if none."""
@@ -202,7 +206,7 @@ class Layout(Records):
         if descriptor.size > MAX_JSON:
             raise BlobError(f"{self.root}: blob {descriptor.digest} is {descriptor.size} "
                             f"bytes, more than a record may be ({MAX_JSON})")
-        with self._open(descriptor) as handle:
+        with self._open(descriptor, MAX_JSON) as handle:
             data = handle.read(descriptor.size + 1)
         if len(data) != descriptor.size or describe("", data).digest != descriptor.digest:
             raise BlobError(f"{self.root}: blob {descriptor.digest} does not match its "
@@ -215,17 +219,20 @@ class Layout(Records):
         """Copy a blob to `target`, hashing and counting every byte; BlobError (and no
         file left) when it is not the digest and size the descriptor says. Bytes read.
         (`partial`: where a registry keeps an interrupted download; a folder has none.)"""
-        with self._open(descriptor) as source:
+        with self._open(descriptor, descriptor.size) as source:
             return copy_verified(source, target, descriptor, f"{self.root}")
 
-    def _open(self, descriptor: Descriptor) -> BinaryIO:
+    def _open(self, descriptor: Descriptor, limit: int) -> BinaryIO:
+        """The blob, opened once it is a regular file of the descriptor's size: a FIFO,
+        a device (an endless /dev/zero), a symlink or a file of another size is refused
+        before a byte is read."""
         path = self.blob_path(descriptor.digest)
         try:
-            return path.open("rb")
-        except OSError as exc:
-            raise BlobError(f"{self.root}: blob {descriptor.digest} cannot be read "
-                            f"({exc.strerror or exc})",
-                            "the layout is incomplete: mirror it again") from None
+            return open_regular(path, limit, size=descriptor.size)
+        except Untrusted as exc:
+            raise BlobError(f"{self.root}: blob {descriptor.digest} is {exc}",
+                            "the layout is incomplete or tampered with: mirror it "
+                            "again") from None
 
 
 def copy_verified(source: BinaryIO, target: Path, descriptor: Descriptor, where: str) -> int:
@@ -264,24 +271,17 @@ def _atomic_write(path: Path, data: bytes) -> None:
         part.unlink(missing_ok=True)
 
 
-def _read_limited(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        data = handle.read(MAX_JSON + 1)
-    if len(data) > MAX_JSON:
-        raise EdgebuildError(f"{path}: larger than {MAX_JSON} bytes, refused unread")
-    return data
-
-
 M = TypeVar("M", ImageIndex, ImageManifest)
 
 
 def parse_record(model: type[M], data: bytes, where: str) -> M:
+    """A manifest or index from its bytes (depth- and number-checked JSON first)."""
     try:
-        return model.model_validate(json.loads(data))
+        return model.model_validate(loads(data))
     except (ValueError, ValidationError) as exc:
         if isinstance(exc, ValidationError):
             first = exc.errors()[0]
             key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            raise EdgebuildError(f"{where}: key {key}: {first['msg']}",
+            raise EdgebuildError(f"{where}: key {printable(key)}: {first['msg']}",
                                  "not a record edgebuild can read") from None
-        raise EdgebuildError(f"{where}: not JSON ({exc})") from None
+        raise EdgebuildError(f"{where}: {exc}") from None

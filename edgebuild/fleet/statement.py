@@ -21,7 +21,6 @@ index; the channel's tag points at it, and the spec's referrers fallback tag
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Final, Literal
 
@@ -29,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from edgebuild.cache.signing import Signature, Signer, Trust, read_public_keys, writer_id
 from edgebuild.core.digest import canonical_json
-from edgebuild.errors import EdgebuildError
+from edgebuild.core.untrusted import loads
+from edgebuild.errors import EdgebuildError, printable
 from edgebuild.fleet.records import DIGEST
 
 KIND: Final = "edgebuild-fleet-channel/1"
@@ -72,13 +72,14 @@ def sign(statement: Statement, signer: Signer) -> SignedStatement:
 def parse(data: bytes, where: str) -> SignedStatement:
     """A statement blob, validated (not yet verified); EdgebuildError naming the key."""
     try:
-        return SignedStatement.model_validate(json.loads(data))
+        return SignedStatement.model_validate(loads(data))
     except ValueError as exc:
         if isinstance(exc, ValidationError):
             first = exc.errors()[0]
             key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            raise EdgebuildError(f"{where}: statement key {key}: {first['msg']}") from None
-        raise EdgebuildError(f"{where}: the statement is not JSON ({exc})") from None
+            raise EdgebuildError(f"{where}: statement key {printable(key)}: "
+                                 f"{first['msg']}") from None
+        raise EdgebuildError(f"{where}: the statement is {exc}") from None
 
 
 def trust_from(files: list[Path]) -> Trust:

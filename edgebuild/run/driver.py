@@ -394,11 +394,26 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
     return gates, stages, report
 
 
+def finite_json(text: str) -> str:
+    """`text` as strict JSON: a figure that is not finite (a record keeps NaN as `NaN`, a
+    device log's `1e999` became inf) is written as null, since `NaN` and `Infinity` are
+    not JSON and a CI step reading report.json would fail on them."""
+    import json
+
+    found: list[str] = []
+
+    def constant(token: str) -> None:
+        found.append(token)
+
+    data = json.loads(text, parse_constant=constant)
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) if found else text
+
+
 def write_reports(report: Report, out: Path) -> None:
     from edgebuild.report.html import html_page
     from edgebuild.report.render import junit, markdown
 
-    for name, text in (("report.json", report.model_dump_json(indent=2)),
+    for name, text in (("report.json", finite_json(report.model_dump_json(indent=2))),
                        ("summary.md", markdown(report)), ("junit.xml", junit(report)),
                        ("report.html", html_page(report))):
         tmp = out / f".{name}.tmp"

@@ -50,3 +50,43 @@ def test_the_cli_refuses_plain_tcp_off_loopback_before_anything_runs() -> None:
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.strip().splitlines()) == 2, result.stderr  # message + hint
         assert "refusing plain tcp://" in result.stderr or "TLS needs" in result.stderr
+
+
+def test_dask_warnings_a_retry_makes_good_stay_off_the_terminal() -> None:
+    """After a worker death the executor runs the stage again and sends its inputs
+    again: Dask's own "Restarting worker" and "lose scattered data" are not problems."""
+    import logging
+
+    from edgebuild.cli import _DaskOneLine
+    from edgebuild.execute.cluster import _OneLine
+
+    def record(name: str, msg: str) -> logging.LogRecord:
+        return logging.LogRecord(name, logging.WARNING, __file__, 1, msg, (), None)
+
+    for keep in (_DaskOneLine(), _OneLine()):
+        assert not keep.filter(record("distributed.nanny", "Restarting worker"))
+        assert not keep.filter(record(
+            "distributed.scheduler", "Removing worker %r caused the cluster to lose "
+            "scattered data, which can't be recovered: {'f'}"))
+        assert keep.filter(record("distributed.worker", "Compute Failed"))
+        assert keep.filter(record("edgebuild", "Restarting worker"))
+
+
+def test_a_local_cluster_puts_daskss_http_server_on_a_random_loopback_port(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dask's scheduler always starts an HTTP server (on :8787 by default, until
+    close_http stops it): a local run asks for a random loopback port, no dashboard."""
+    distributed = pytest.importorskip("distributed")
+    from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
+
+    asked: dict[str, object] = {}
+
+    def fake(**kwargs: object) -> None:
+        asked.update(kwargs)
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(distributed, "LocalCluster", fake)
+    with pytest.raises(EdgebuildError, match="not started in this test"):
+        DaskExecutor(ClusterSpec.parse("local:1"))._start()
+    assert asked["scheduler_kwargs"] == {"dashboard": False,
+                                         "dashboard_address": "127.0.0.1:0"}

@@ -178,4 +178,4 @@ def test_a_bad_profile_file_is_refused_by_name(tmp_path: Path) -> None:
         read(json.dumps([good[0], {**good[1], "cmd": "rm -rf /"}]))
     (tmp_path / "layers.json").write_text("[1, 2")
     assert (read_layers(tmp_path / "layers.json", tmp_path).unmeasurable or "").startswith(
-        "not measured: trtexec's layer profile could not be read")
+        "not measured: trtexec's layer profile layers.json could not be read")

@@ -28,6 +28,7 @@ model the HTP was given); a name from the model file stays a plain string.
 from __future__ import annotations
 
 import json
+import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from edgebuild.backends.qnn.backend import QnnOptions
 
 WARMUP = 2
+MAX_VALUE = 1e15  # a cycle count or microseconds above this is not a profile
 NODES_FILE = "qnn_nodes.json"  # ONNX node name -> op type, of the model the HTP was given
 SOURCE = "QNN HTP emulator (x86), profiling_level detailed — not phone time"
 NOTE = ("the x86 HTP emulator's profile, not the phone's: ms is the emulator's accelerator "
@@ -64,12 +66,17 @@ class QnnRun:
     execute_us: float | None = None  # QNN (execute) time
 
 
-def read_csv(text: str) -> list[QnnRun]:
+class QnnProfileError(ValueError):
+    """A QNN profile CSV row that is not QNN's (a number that is not a finite count)."""
+
+
+def read_csv(text: str, where: str = "qnn_profile.csv") -> list[QnnRun]:
     """The executes of a QNN EP profile CSV, in order (the finalize's events set aside).
-    The identifier is the last field and may hold commas (an op named by the model)."""
+    The identifier is the last field and may hold commas (an op named by the model).
+    A time or cycle count that is not a finite number >= 0 is refused, naming the row."""
     runs: list[QnnRun] = []
     current = QnnRun()
-    for line in text.splitlines()[1:]:
+    for row, line in enumerate(text.splitlines()[1:], start=2):
         parts = line.split(",", 6)
         if len(parts) < 7:
             continue
@@ -78,6 +85,10 @@ def read_csv(text: str) -> list[QnnRun]:
             number = float(value)
         except ValueError:
             continue
+        if not math.isfinite(number) or not 0 <= number <= MAX_VALUE:
+            raise QnnProfileError(f"{where}, row {row}: {value.strip()[:40]!r} is not a "
+                                  f"time or cycle count (a finite number from 0 to "
+                                  f"{MAX_VALUE:g})")
         if message == "NODE" and unit == "CYCLES":
             match = _OP.match(ident)
             current.ops.append((match["name"] if match else ident, int(number)))
@@ -160,8 +171,13 @@ def op_profile(model: Path, options: QnnOptions, threads: int | None,
                        cpu_fallback=True, threads=threads)
         walls = timed_runs(sess, feeds, runs, WARMUP)
         del sess  # the EP writes the last events when the session goes
-        text = csv.read_text() if csv.is_file() else ""
-    profile = from_runs(read_csv(text), runs, nodes)
+        text = csv.read_text(errors="replace") if csv.is_file() else ""
+        try:
+            found = read_csv(text, str(csv.name))
+        except QnnProfileError as exc:  # the latency figure beside it stands
+            return OpProfile(source=SOURCE, note=NOTE, unmeasurable=f"not measured: QNN's "
+                             f"profile could not be read ({exc})")
+    profile = from_runs(found, runs, nodes)
     profile.wall_ms = sum(walls) / len(walls) if walls else None
     profile.threads = threads
     return profile

@@ -262,7 +262,7 @@ def read_layers(layers: Path, folder: Path) -> OpProfile:
                           onnx_node_types(onnx) if onnx is not None else None)
     except (OSError, LayerProfileError) as exc:
         return OpProfile(source=SOURCE, unmeasurable=f"not measured: trtexec's layer profile "
-                         f"could not be read ({exc})")
+                         f"{layers.name} could not be read ({exc})")
 
 
 def trtexec_latency(folder: Path, options: TensorRtOptions,

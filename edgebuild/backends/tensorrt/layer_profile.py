@@ -23,23 +23,27 @@ builder's own pieces are not nodes); without the model, the parts that read as n
 names of the exporters (`Conv_9`, `/features/0/Conv`) — the note says which.
 
 The file comes from a device and trtexec writes names unescaped: it is read with
-json.loads (never evaluated), its size and layer count capped, every field checked.
+as JSON nested at most 200 deep (never evaluated), its size, layer count and name
+nesting capped, every field checked with JSON's own types (`"5"` and `true` are not
+numbers) and finite numbers only.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from edgebuild.core.untrusted import Untrusted, loads
 from edgebuild.measure.record import OpProfile, OpRow
 
 SOURCE = "trtexec --dumpProfile --exportProfile (on the device)"
 MAX_BYTES = 32_000_000
 MAX_LAYERS = 100_000
+MAX_MS = 1e9  # a layer's summed time over the profiled runs: 11 days is not a profile
+MAX_NESTING = 64  # PWN( groups inside each other in one layer name
 REFORMAT = "Reformat"
 _REFORMAT = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to (?P<to>.+)$")
 _UNNAMED = re.compile(r"\(Unnamed Layer\* \d+\)")
@@ -53,17 +57,19 @@ class LayerProfileError(ValueError):
 
 
 class _Count(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    count: int = Field(ge=0)
+    # Strict: JSON's own types ("5" and true are not numbers).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    count: int = Field(ge=0, le=10**9)
 
 
 class _Layer(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     name: StrictStr = Field(max_length=20_000)
-    timeMs: float = Field(ge=0)  # noqa: N815 (trtexec's key)
-    averageMs: float = Field(ge=0)  # noqa: N815
-    medianMs: float | None = Field(None, ge=0)  # noqa: N815 (absent in older builds)
-    percentage: float = Field(ge=0)
+    timeMs: float = Field(ge=0, le=MAX_MS, allow_inf_nan=False)  # noqa: N815 (trtexec's key)
+    averageMs: float = Field(ge=0, le=MAX_MS, allow_inf_nan=False)  # noqa: N815
+    medianMs: float | None = Field(None, ge=0, le=MAX_MS,  # noqa: N815 (absent in older
+                                   allow_inf_nan=False)    # builds)
+    percentage: float = Field(ge=0, le=100.5, allow_inf_nan=False)
 
 
 def read(text: str) -> tuple[int, list[_Layer]]:
@@ -72,10 +78,10 @@ def read(text: str) -> tuple[int, list[_Layer]]:
     if len(text) > MAX_BYTES:
         raise LayerProfileError(f"the profile is {len(text)} characters, over {MAX_BYTES}")
     try:
-        data: Any = json.loads(text)
-    except ValueError as exc:
-        raise LayerProfileError(f"not JSON ({exc}); trtexec writes layer names unescaped, so "
-                                "a name with a quote breaks its file") from None
+        data: Any = loads(text, finite=False)  # nested at most 200 deep; numbers checked below
+    except Untrusted as exc:
+        raise LayerProfileError(f"{exc}; trtexec writes layer names unescaped, so a name "
+                                "with a quote breaks its file") from None
     if not isinstance(data, list) or not data:
         raise LayerProfileError("not a JSON list starting with {\"count\": N}")
     if len(data) > MAX_LAYERS + 1:
@@ -92,7 +98,18 @@ def read(text: str) -> tuple[int, list[_Layer]]:
             where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "entry"
             raise LayerProfileError(f"entry {index} is not a trtexec layer ({where}: "
                                     f"{exc.errors()[0]['msg']})") from None
+        if _nesting(layers[-1].name) > MAX_NESTING:
+            raise LayerProfileError(f"entry {index}: its name nests parentheses more than "
+                                    f"{MAX_NESTING} deep, not a name trtexec writes")
     return count, layers
+
+
+def _nesting(name: str) -> int:
+    deepest = depth = 0
+    for char in name:
+        depth += (char == "(") - (char == ")")
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def parts(name: str) -> list[str]:

@@ -23,6 +23,7 @@ is evaluated. The report escapes every name (they come from the model file).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ SECTION = "Operator-wise Profiling Info for Regular Benchmark Runs"
 MAX_BYTES = 16_000_000  # a log larger than this is refused, not read
 MAX_ROWS = 50_000
 MAX_NAME = 2_000  # characters of a node name kept
+MAX_VALUE = 1e12  # a time, share or call count above this is not benchmark_model's
 NOTE = ("benchmark_model's own per-node times on the device (its profiler's mean per call × "
         "calls per run); a delegate's partition is one row named by the tensors it writes, "
         "and the .tflite's node names are TensorFlow's (onnx2tf), not the ONNX nodes")
@@ -98,13 +100,24 @@ def _table(lines: list[str], start: int, title: str) -> tuple[Table, int]:
             raise ProfileLogError(f"line {index + 1} of the '{title}' table does not have "
                                   f"its {len(columns)} columns: {line.strip()[:200]!r}")
         cells = match.groups()[1:1 + len(numeric)]  # group 1 is the node type
-        values = {col: float(cell) for col, cell in zip(numeric, cells, strict=True)}
+        values = {col: _number(cell, f"line {index + 1} of the '{title}' table, [{col}]")
+                  for col, cell in zip(numeric, cells, strict=True)}
         name = match.group("name")[:MAX_NAME] if named else ""
         rows.append((match.group("type").strip(), values, name))
         if len(rows) > MAX_ROWS:
             raise ProfileLogError(f"the '{title}' table has over {MAX_ROWS} rows")
         index += 1
     return Table(title, columns, tuple(rows)), index
+
+
+def _number(cell: str, where: str) -> float:
+    """A cell as a finite number no larger than MAX_VALUE (`1e999` parses to inf, and an
+    infinite time must not reach report.json); ProfileLogError naming the row."""
+    value = float(cell)
+    if not math.isfinite(value) or abs(value) > MAX_VALUE:
+        raise ProfileLogError(f"{where}: {cell[:40]!r} is not a finite number up to "
+                              f"{MAX_VALUE:g}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,8 @@ def regular_runs(text: str) -> RunProfile | None:
             continue
         if m := _TIMINGS.search(stripped):
             runs = int(m["count"])
-            total = float(m["avg"] if m["avg"] is not None else m["curr"])
+            total = _number(m["avg"] if m["avg"] is not None else m["curr"],
+                            f"line {index + 1}, the Timings avg")
             break
         if stripped.startswith(("Profiling Info for", "Operator-wise")):
             break  # another section (a second listener's)

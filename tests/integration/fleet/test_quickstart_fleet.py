@@ -39,7 +39,7 @@ def test_the_quickstart_reaches_three_kinds_of_device(
         done = ok(edgebuild("agent", "--from", repository, "--channel", "production",
                             "--target", target, "--root", str(root), "--trust",
                             str(keys["trusted"]), "--once"))
-        assert "1.0.0 activated (sequence 1" in done
+        assert "1.0.0 activated (sequence " in done
         assert active_target(root) == target
         shipped = read_manifest(out / "artifacts" / target / "manifest.json")
         active = read_manifest(root / "current" / "manifest.json")

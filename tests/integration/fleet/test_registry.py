@@ -49,7 +49,7 @@ def test_agents_pull_their_variant_from_a_registry(released: str, keys: dict[str
     for target in ("host-cpu", "edge-box"):
         root = tmp_path / target
         text = ok(agent(released, root, keys["trusted"], target))
-        assert "1.0.0 activated (sequence 1" in text and "ran one inference" in text
+        assert "1.0.0 activated (sequence " in text and "ran one inference" in text
         assert active_target(root) == target
 
 
