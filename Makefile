@@ -19,7 +19,7 @@ lint: $(STAMP)
 
 # Two workers (pytest-xdist); tests/conftest.py keeps a module's tests on one worker. The
 # 30 slowest tests are printed on every run: the suite's time is a budget (docs/testing.md).
-PYTEST_PARALLEL := -n 2 --dist loadgroup
+PYTEST_PARALLEL := -n 2
 
 test: lint
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) --durations=30

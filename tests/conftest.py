@@ -236,25 +236,43 @@ def tiny_project(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-# -- Running in parallel (pytest-xdist, `make test`: -n 2 --dist loadgroup) -------------------
+# -- Running in parallel (pytest-xdist, `make test`: -n 2) ------------------------------------
 
 # Modules whose tests are each a long, independent build: spread test by test. Every other
 # module's tests stay on one worker together, so a module's fixtures are built once.
-SPREAD_MODULES = {"tests/e2e/test_recipes.py", "tests/e2e/test_search.py"}
+SPREAD_MODULES = ("tests/e2e/test_recipes.py", "tests/e2e/test_search.py")
+# The tests that read the session's quickstart build (`quickstart_build`): one worker, so
+# it is built once. pytest_collection_modifyitems refuses a user of it not listed here.
+QUICKSTART_USERS = ("tests/e2e/test_recipes.py::test_quickstart_recipe",
+                    "tests/integration/fleet/test_quickstart_fleet.py")
+
+
+def xdist_group(nodeid: str) -> str:
+    """The worker group of a test, from its node id alone (the scheduler sees no more):
+    `quickstart`, the test itself in a SPREAD_MODULES module, else its module."""
+    if any(nodeid == user or nodeid.startswith(f"{user}::") for user in QUICKSTART_USERS):
+        return "quickstart"
+    module = nodeid.split("::", 1)[0]
+    return nodeid if module in SPREAD_MODULES else module
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every test an `xdist_group`: one per module by default; the tests that share
-    the session's quickstart build one group (it is built once per worker that needs it);
-    each test of a SPREAD_MODULES module its own. Without xdist the marker does nothing."""
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        module = item.nodeid.split("::", 1)[0]
-        if "quickstart_build" in getattr(item, "fixturenames", ()):
-            group = "quickstart"
-        elif module in SPREAD_MODULES:
-            group = item.nodeid
-        else:
-            group = module
-        item.add_marker(pytest.mark.xdist_group(group))
+        if "quickstart_build" in getattr(item, "fixturenames", ()) and \
+                xdist_group(item.nodeid) != "quickstart":
+            raise pytest.UsageError(f"{item.nodeid} uses quickstart_build: add it to "
+                                    "QUICKSTART_USERS in tests/conftest.py, so that the "
+                                    "quickstart is built once")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Workers get whole groups (xdist_group above). xdist's own `loadgroup` reads a
+    marker into the node id, which pytest 9 no longer lets it rewrite, so the groups are
+    computed from the node id here, in the scheduler that hands tests out."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return Grouped(config, log)
