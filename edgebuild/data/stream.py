@@ -104,6 +104,64 @@ def evaluate(samples: Samples, state: list[dict[str, Any]], infer: Infer
     return outputs
 
 
+BATCH = 32  # samples per call where the model takes a batch axis (evaluate_batched)
+
+
+def evaluate_batched(samples: Samples, infer: Infer, batch_axis: bool
+                     ) -> list[dict[str, np.ndarray]]:
+    """`evaluate`'s rows (one per sample), computed BATCH samples a call where the model
+    takes them: every input declares axis 0 dynamic (`batch_axis`), the dataset is not a
+    stream and feeds no input without a sample axis. A 10,000-image reference takes
+    seconds instead of a minute of per-call overhead.
+
+    Checked on the first batch, never assumed: each output must come back with the
+    batch's rows ([1, …] alone, [n, …] batched) and its first row must equal the sample's
+    own result (a model that mixes the rows of a batch, or whose output has no sample
+    axis, such as a detector's list of boxes, is evaluated one sample a call)."""
+    count = len(samples)
+    if not batch_axis or samples.steps is not None or samples.unbatched or count < 2:
+        return evaluate(samples, [], infer)
+    alone = infer(samples.feed(0))
+    size = min(BATCH, count)
+    try:  # a model that declares a dynamic axis 0 but cannot take a batch says so here
+        first = infer({k: v[:size] for k, v in samples.inputs.items()})
+    except Exception:
+        first = {}
+    if not _rows_of(alone, first, size):
+        return [alone, *(infer(samples.feed(i)) for i in range(1, count))]
+    outputs = _split(first, size)
+    for start in range(size, count, BATCH):
+        stop = min(start + BATCH, count)
+        found = infer({k: v[start:stop] for k, v in samples.inputs.items()})
+        if not all(np.asarray(v).shape[:1] == (stop - start,) for v in found.values()):
+            found_rows = [infer(samples.feed(i)) for i in range(start, stop)]
+        else:
+            found_rows = _split(found, stop - start)
+        outputs.extend(found_rows)
+    return outputs
+
+
+def _rows_of(alone: dict[str, np.ndarray], batched: dict[str, np.ndarray], size: int) -> bool:
+    """Whether `batched` holds `size` rows of what `alone` (one sample) holds, its first
+    row equal to `alone` (within float32's rounding of a different summation order)."""
+    if alone.keys() != batched.keys():
+        return False
+    for name, one in alone.items():
+        one, many = np.asarray(one), np.asarray(batched[name])
+        if one.ndim == 0 or one.shape[0] != 1 or many.shape != (size, *one.shape[1:]):
+            return False
+        if np.issubdtype(one.dtype, np.floating):
+            if not np.allclose(many[:1], one, rtol=1e-4, atol=1e-5, equal_nan=True):
+                return False
+        elif not np.array_equal(many[:1], one):
+            return False
+    return True
+
+
+def _split(found: dict[str, np.ndarray], size: int) -> list[dict[str, np.ndarray]]:
+    return [{k: np.asarray(v)[i:i + 1] for k, v in found.items()} for i in range(size)]
+
+
 def next_state(found: dict[str, np.ndarray], pair: dict[str, Any],
                 before: np.ndarray) -> np.ndarray:
     """The state output as the next step's state input: its shape, in its dtype."""

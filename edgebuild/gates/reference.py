@@ -7,7 +7,7 @@ reference. For an ONNX model it is ONNX Runtime with optimizations disabled.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -53,7 +53,7 @@ def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samp
 
 class Reference(Op):
     name = "reference"
-    version = 1
+    version = 2  # 2: BATCH samples a call where the model takes a batch axis
     Params = DatasetParams
     accepts = ("pytorch", "onnx")
     produces = "outputs"
@@ -61,9 +61,18 @@ class Reference(Op):
     summary = "FP32 reference outputs of the source model"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
-        from edgebuild.data.stream import evaluate, stream_summary
+        from edgebuild.data.stream import evaluate, evaluate_batched, stream_summary
 
         samples = ctx.dataset(params.dataset)
+        # Batched where every input declares a dynamic axis 0 (checked on the first batch).
+        batch_axis = not ctx.io.state and all(
+            0 in {int(a) for a in (t.get("dynamic_axes") or {})} for t in ctx.io.inputs)
+
+        def run(infer: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+                ) -> list[dict[str, np.ndarray]]:
+            if batch_axis:
+                return evaluate_batched(samples, infer, batch_axis)
+            return evaluate(samples, ctx.io.state, infer)
         if "model" in ctx.inputs:  # an ONNX source
             import onnxruntime as ort
 
@@ -76,7 +85,7 @@ class Reference(Op):
             def infer(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 return dict(zip(names, session.run(names, feeds), strict=True))
 
-            outputs = evaluate(samples, ctx.io.state, infer)
+            outputs = run(infer)
         else:
             import torch
 
@@ -90,7 +99,7 @@ class Reference(Op):
                 return {n: r.numpy() for n, r in zip(ctx.io.outputs, result, strict=False)}
 
             with torch.no_grad():
-                outputs = evaluate(samples, ctx.io.state, infer)
+                outputs = run(infer)
         save_outputs(ctx.out / "outputs.npz", outputs, samples,
                      {p["output"] for p in ctx.io.state})
         return OpResult(main="outputs.npz", format="outputs",
