@@ -271,6 +271,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     computed from the node id here, in the scheduler that hands tests out."""
     from xdist.scheduler import LoadScopeScheduling
 
+    # In collection order (tests/e2e first: the longest builds start first and the unit
+    # tests fill the end), not xdist's default of the groups with the most tests first,
+    # which starts the one-test quickstart and recipe groups last, two at once.
+    config.option.loadscopereorder = False
+
     class Grouped(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group(nodeid)
