@@ -60,6 +60,7 @@ def measure_shifts(float_path: Path, qdq_path: Path,
     opset = next((o.version for o in fmodel.opset_import if o.domain in ("", "ai.onnx")), 17)
     existing = {i.name for i in graph.initializer}
     outputs: dict[str, str] = {}
+    domains: set[str] = set()
 
     def copy_init(name: str) -> str:
         if name and name not in existing:
@@ -79,14 +80,20 @@ def measure_shifts(float_path: Path, qdq_path: Path,
         xdq = producers.get(qnode.input[0])
         if xdq is not None and xdq.op_type == "DequantizeLinear":
             q_args = [copy_init(n) for n in xdq.input[1:]]
+            domain = _qdq_domain(xdq, qinits, opset)
             graph.node.extend([
-                helper.make_node("QuantizeLinear", [x, *q_args], [x + tag + "_q"]),
-                helper.make_node("DequantizeLinear", [x + tag + "_q", *q_args], [x + tag + "_dq"]),
+                helper.make_node("QuantizeLinear", [x, *q_args], [x + tag + "_q"],
+                                 domain=domain),
+                helper.make_node("DequantizeLinear", [x + tag + "_q", *q_args], [x + tag + "_dq"],
+                                 domain=domain),
             ])
+            domains.add(domain)
             x = x + tag + "_dq"
         w_args = [copy_init(n) for n in wdq.input]
+        domain = _qdq_domain(wdq, qinits, opset)
         graph.node.append(helper.make_node("DequantizeLinear", w_args, [tag + "_w"],
-                                           axis=_axis(wdq)))
+                                           axis=_axis(wdq), domain=domain))
+        domains.add(domain)
         twin = helper.make_node(node.op_type, [x, tag + "_w", *node.input[2:]], [tag + "_y"],
                                 name=node.name + tag)
         twin.attribute.extend(node.attribute)
@@ -106,6 +113,8 @@ def measure_shifts(float_path: Path, qdq_path: Path,
         outputs[node.name] = tag + "_m"
     if not outputs:
         return {}
+    imported = {o.domain for o in fmodel.opset_import} | {"", "ai.onnx"}
+    fmodel.opset_import.extend(helper.make_opsetid(d, 1) for d in sorted(domains - imported))
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
@@ -117,6 +126,21 @@ def measure_shifts(float_path: Path, qdq_path: Path,
         for name, value in zip(names, session.run(names, feed), strict=True):
             sums[name] = sums.get(name, 0) + np.asarray(value, np.float64)
     return {node: sums[out] / len(feeds) for node, out in outputs.items()}
+
+
+SIXTEEN_BIT = (4, 5)  # onnx.TensorProto.UINT16, INT16
+
+
+def _qdq_domain(node: Any, inits: dict[str, Any], opset: int) -> str:
+    """The domain of a twin of the Q/DQ `node` in the float model (opset `opset`): its own,
+    but com.microsoft for 16-bit types below opset 21. ONNX Runtime's quantizer converts a
+    model to opset 21 for 16-bit activations (`activation_type: uint16`); the float model
+    the shifts are measured in keeps its opset, where ONNX's Q/DQ take 8 bits only."""
+    zero = inits.get(node.input[2]) if len(node.input) > 2 else None
+    if opset < 21 and node.domain in ("", "ai.onnx") and zero is not None and \
+            zero.data_type in SIXTEEN_BIT:
+        return "com.microsoft"
+    return str(node.domain)
 
 
 def _axis(node: Any) -> int:

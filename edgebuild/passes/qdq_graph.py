@@ -79,7 +79,8 @@ def keep_float_layers_float(model: Any) -> list[str]:
                 np.full(channels, zero.reshape(()), zero.dtype), tag + "_zero_point"))
             args.append(tag + "_zero_point")
         additions.append((index, helper.make_node("DequantizeLinear", args, [tag],
-                                                  name=f"{node.name}__float_dq", axis=1)))
+                                                  name=f"{node.name}__float_dq", axis=1,
+                                                  domain=dq.domain)))
         node.input[0] = tag
         guarded.append(node.name)
     for index, dq_node in reversed(additions):  # keep topological order

@@ -164,7 +164,8 @@ PRESET_EXTRA: dict[str, dict[str, Any]] = {"tensorrt": TENSORRT_EXTRA,
 # Params ONNX Runtime's quantizer honours and the AIMET engine cannot.
 AIMET_REFUSES: dict[str, tuple[Any, ...]] = {
     "mode": ("dynamic", "fp16"), "method": ("percentile",), "preset": ("tensorrt", "transformer"),
-    "reduce_range": (True, "auto"), "weight_type": ("uint8",), "activation_symmetric": (True,)}
+    "reduce_range": (True, "auto"), "weight_type": ("uint8",), "activation_symmetric": (True,),
+    "activation_type": ("uint16",)}
 
 
 class QuantizeParams(BaseModel):
@@ -198,8 +199,11 @@ class QuantizeParams(BaseModel):
         "minmax", description="How activation ranges are chosen from calibration data.")
     percentile: float = Field(99.999, gt=90, le=100, description="For `method: percentile`.")
     per_channel: bool = Field(True, description="Per-output-channel weight scales.")
-    activation_type: Literal["int8", "uint8"] = Field(
-        "uint8", description="uint8 + asymmetric suits ReLU activations on x86 (u8s8 VNNI).")
+    activation_type: Literal["int8", "uint8", "uint16"] = Field(
+        "uint8", description="uint8 + asymmetric suits ReLU activations on x86 (u8s8 VNNI). "
+        "`uint16`: 16-bit activations with 8-bit weights (W8A16), for a backend that runs "
+        "them — Qualcomm's HTP (`precision: qdq`); CPU runtimes have no 16-bit activation "
+        "kernels. ONNX Runtime's quantizer writes the model at opset 21 (16-bit Q/DQ).")
     weight_type: Literal["int8", "uint8"] = "int8"
     activation_symmetric: bool = Field(
         False, description="Zero point 0; TensorRT needs `activation_type: int8` and this.")
@@ -294,12 +298,24 @@ class QuantizeParams(BaseModel):
                              "(the input range bounds each channel); or use clip: relu")
         self._engine_fits()
         self._emit_fits()
+        self._sixteen_bit_fits()
         unknown = sorted(set(self.ort_extra_options) - ORT_EXTRA_OPTIONS)
         if unknown:
             raise ValueError(f"ort_extra_options {unknown} are not passed through; allowed: "
                              f"{sorted(ORT_EXTRA_OPTIONS)} (the others have their own params)")
         return self
 
+
+    def _sixteen_bit_fits(self) -> None:
+        if self.activation_type != "uint16":
+            return
+        wrong = [why for bad, why in (
+            (self.mode != "static", "mode static"),
+            (self.reduce_range is not False, "no reduce_range (7-bit weights cure u8s8 pair "
+             "sums of x86 CPUs without VNNI, which have no 16-bit activation kernels)"),
+            (self.emit != "qdq", "emit qdq (TFLite's converter quantizes to 8 bits)")) if bad]
+        if wrong:
+            raise ValueError(f"activation_type uint16 needs {'; '.join(wrong)}")
 
     def _emit_fits(self) -> None:
         if self.emit == "qdq":
@@ -325,6 +341,7 @@ class QuantizeParams(BaseModel):
                                           ("preset", self.preset),
                                           ("reduce_range", self.reduce_range),
                                           ("weight_type", self.weight_type),
+                                          ("activation_type", self.activation_type),
                                           ("activation_symmetric", self.activation_symmetric))
                  if k in self.model_fields_set and v in AIMET_REFUSES.get(k, ())]
         if self.op_types is not None or self.ort_extra_options:

@@ -280,7 +280,7 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         quantize_static,
     )
 
-    types = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
+    types = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8, "uint16": QuantType.QUInt16}
     if p.mode == "fp16":
         import onnx
         from onnxruntime.transformers.float16 import convert_float_to_float16
