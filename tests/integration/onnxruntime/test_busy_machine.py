@@ -78,10 +78,12 @@ def test_an_impossible_budget_fails_under_two_busy_loops(
 
 
 @pytest.mark.slow
-def test_a_met_budget_is_met_under_load_and_that_figure_is_measured_again(
+def test_a_met_budget_is_met_under_load_and_that_figure_is_kept(
         tiny_project: Callable[..., Path], tmp_path: Path, two_busy_loops: None) -> None:
-    """The issue's case: `max_busy_share: null`, `on_noisy: fail`; a figure timed while
-    others took the CPU passed (budget met) but must not be served from the cache."""
+    """`max_busy_share: null`, `on_noisy: fail`: a figure timed while others took the CPU
+    passed (budget met). Load only slows, so that pass is valid: it is kept in the cache,
+    labelled, and the next run does not time it again (issue 38, item 4: re-timing such
+    a pass made every cached quickstart re-run on a busy machine wait 90 s)."""
     recipe = tiny_project(recipe_text(
         "1000", "warmup_iterations: 1, min_iterations: 20, min_seconds: 0.5, "
         "max_busy_share: null", on_noisy="fail"))
@@ -92,11 +94,13 @@ def test_a_met_budget_is_met_under_load_and_that_figure_is_measured_again(
     assert stage.outcome == "built"
     share = latency(first).details["conditions"]["others_busy_share"]
     assert share > 0.25, f"two busy loops took only {share:.0%} of the CPU"
-    assert stage.metadata["untrusted"].startswith("not cached: other processes used")
+    assert "untrusted" not in stage.metadata
+    assert stage.metadata["under_load"].startswith("timed under load, kept: other processes")
     second = run(recipe, tmp_path / "out")
     outcomes = {s.op: s.outcome for s in second.stages}
-    assert outcomes["measure-latency"] == "built"  # timed again, not served from the cache
+    assert outcomes["measure-latency"] == "cached"  # a pass: not timed again
     assert outcomes["compile"] == "cached"
+    assert latency(second).status.value == "passed"
 
 
 @pytest.mark.slow
