@@ -11,6 +11,9 @@ from edgebuild.core.digest import digest_json
 # Metadata key: why this entry must never be served from the cache (a latency timed while
 # other processes took the CPU); the run keeps it to judge, then drops it.
 UNTRUSTED = "untrusted"
+# Metadata key: a figure timed under load that every gate reading it passed, kept in the
+# cache (load only slows); its value says what load (run/driver.forget_noisy).
+UNDER_LOAD = "under_load"
 # What the scheduler adds to a stage's own metadata when it stores the artifact.
 STAGE_KEYS = ("main", "stage", "op", "seconds")
 

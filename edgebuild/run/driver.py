@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild import __version__
 from edgebuild.cache.store import Store
-from edgebuild.core.artifact import UNTRUSTED
+from edgebuild.core.artifact import UNDER_LOAD, UNTRUSTED
 from edgebuild.core.paths import writable_dir
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.execute.policy import FailurePolicy
@@ -273,8 +273,6 @@ def forget_noisy(report: Report, built: Plan, execution: ExecutionResult,
             else:
                 store.remove(run.key)
 
-
-UNDER_LOAD = "under_load"  # metadata: a figure timed under load whose gates all passed
 
 
 def _reads_latency(gate: GateResult) -> bool:
