@@ -4,7 +4,7 @@ The process boundary is what lets a segfault inside a vendor converter fail one
 stage instead of the run (task.run_in_subprocess). A measuring task also holds
 a cross-process lock on its device, so two concurrent `edgebuild run`s never
 time the same device at once (the scheduler already keeps one run's own
-measurements apart).
+measurements apart); every other task shares the CPU (core/share_cpu.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class LocalExecutor:
         started = time.time()
         if task.device is None:
             result = run_in_subprocess(task.spec, task.log, self.scratch,
-                                       timeout_s=self.stage_timeout_s)
+                                       timeout_s=self.stage_timeout_s, share_cpu=True)
         else:
             with device_lock(self.locks, task.device):
                 result = run_in_subprocess(task.spec, task.log, self.scratch,

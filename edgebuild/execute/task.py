@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core.artifact import Artifact
+from edgebuild.core.share_cpu import SHARE_CPU_ENV, SHARING_ENV
 from edgebuild.core.stage_result import StageResult
 from edgebuild.execute.crash import crash_site
 from edgebuild.execute.worker import PARENT_ENV, QUIET_ENV
@@ -80,12 +81,27 @@ def device_of(plan: Plan, stage: Stage) -> str:
     return f"{runs_on.kind.value}-{where}"
 
 
+def stage_env(share_cpu: bool, drop_env: tuple[str, ...] = (),
+              extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A stage process's environment: this one's without `drop_env`, quiet vendors, the
+    parent to die with, SHARING_ENV when `share_cpu` (an OpenMP wait policy the user
+    set is kept), then `extra_env`."""
+    drop = {*drop_env, SHARE_CPU_ENV}
+    sharing = {k: v for k, v in SHARING_ENV.items()
+               if share_cpu and (k == SHARE_CPU_ENV or k not in os.environ)}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **QUIET_ENV,
+            **sharing, PARENT_ENV: str(os.getpid()), **(extra_env or {})}
+
+
 def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
                       extra_env: dict[str, str] | None = None,
                       drop_env: tuple[str, ...] = (),
-                      timeout_s: float | None = None, where: str = "") -> StageResult:
+                      timeout_s: float | None = None, where: str = "",
+                      share_cpu: bool = False) -> StageResult:
     """Run one stage in a fresh Python process; a crash becomes a failed result.
-    `drop_env`: variables of this process the stage must not inherit. A stage still
+    `drop_env`: variables of this process the stage must not inherit. `share_cpu`: a stage
+    that times nothing gets SHARING_ENV (an OpenMP wait policy the user set is kept); any
+    other stage runs with its runtimes' defaults. A stage still
     running after `timeout_s` is killed (SIGKILL) and fails, its message saying
     `where` (" on worker …"): a build never hangs."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -94,8 +110,7 @@ def run_in_subprocess(spec: dict[str, Any], log: Path, scratch: Path,
         spec_path = Path(folder) / "spec.json"
         result_path = Path(folder) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        env = {**{k: v for k, v in os.environ.items() if k not in drop_env}, **QUIET_ENV,
-               PARENT_ENV: str(os.getpid()), **(extra_env or {})}
+        env = stage_env(share_cpu, drop_env, extra_env)
         with log.open("w") as handle:
             try:
                 proc = subprocess.run(

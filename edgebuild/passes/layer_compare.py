@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from edgebuild.core.share_cpu import yield_when_idle
+
 FLOAT_TYPES = (1, 10)  # onnx.TensorProto.FLOAT, FLOAT16
 
 
@@ -64,7 +66,7 @@ def exposed_session(path: Path, threads: int = 1) -> tuple[Any, list[str]]:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = threads
-    session = ort.InferenceSession(model.SerializeToString(), so,
+    session = ort.InferenceSession(model.SerializeToString(), yield_when_idle(so),
                                    providers=["CPUExecutionProvider"])
     return session, [o.name for o in session.get_outputs()]
 

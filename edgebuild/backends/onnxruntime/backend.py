@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.backends.base import Backend, Runner, TensorMeta
 from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def session_options(options: OrtOptions, threads: int | None) -> Any:
     if chosen:
         so.intra_op_num_threads = chosen
     so.log_severity_level = 3
-    return so
+    return yield_when_idle(so)
 
 
 _INSERTED = re.compile(r"^(?P<op>[A-Za-z]+)(?:_token_\d+)?$")

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.errors import BackendUnavailable
 
 EP = "QNNExecutionProvider"
@@ -59,4 +60,4 @@ def session(model: Path, provider_options: dict[str, str], *, cpu_fallback: bool
         options.intra_op_num_threads = threads
     options.add_provider_for_devices(list(qnn_devices()),
                                      {"backend_path": htp_path(), **provider_options})
-    return ort.InferenceSession(str(model), options)
+    return ort.InferenceSession(str(model), yield_when_idle(options))
