@@ -11,11 +11,15 @@ filesystem, so a reader sees a whole entry or none; a worker killed mid-write
 leaves only a folder in tmp/ that `gc` removes. When two runs finish the same
 key, the second rename fails and that run simply adopts the first entry.
 Entries are verified against their recorded digests when reused; a corrupt
-one is moved to trash with a warning and rebuilt, never used.
+one is moved to trash with a warning and rebuilt, never used. A file is re-hashed
+only when its inode, size, modification or change time differ from when it was last
+hashed (`.seen.json` in the entry, a hint outside the manifest): a fully cached run
+reads file metadata, not 100 MB of models. `edgebuild cache verify` re-hashes all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -32,6 +36,7 @@ from edgebuild.core.digest import digest_file
 log = logging.getLogger(__name__)
 
 MANIFEST = "artifact.json"
+SEEN = ".seen.json"  # name -> the stat signature of the file when it last hashed right
 
 
 class Store:
@@ -103,16 +108,27 @@ class Store:
         self._verified[key] = artifact
         return artifact
 
-    def check(self, artifact: Artifact) -> str:
-        """'' when every file matches its recorded digest, else what is wrong."""
+    def check(self, artifact: Artifact, rehash: bool = False) -> str:
+        """'' when every file matches its recorded digest, else what is wrong. A file
+        whose stat signature is the one it had when it last hashed right is not
+        re-hashed (SEEN), unless `rehash`."""
+        seen = {} if rehash else _read_seen(artifact.path / SEEN)
+        hashed = False
         for name, expected in artifact.files.items():
             file = artifact.path / name
             if not file.is_file():
                 return f"file {name} is missing"
-            if file.stat().st_size != artifact.sizes.get(name):
+            stat = file.stat()
+            if stat.st_size != artifact.sizes.get(name):
                 return f"file {name} has the wrong size"
+            if seen.get(name) == _signature(stat):
+                continue
             if digest_file(file) != expected:
                 return f"file {name} does not match its recorded digest"
+            seen[name] = _signature(stat)
+            hashed = True
+        if hashed:
+            _write_seen(artifact.path, seen)
         return ""
 
     def entry_keys(self) -> Iterator[str]:
@@ -159,6 +175,7 @@ class Store:
             "metadata": metadata, "created": time.time(), **(provenance or {}),
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        _write_seen(work, {name: _signature((work / name).stat()) for name in files})
         target = self.entry_dir(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -222,3 +239,28 @@ class Store:
                     shutil.rmtree(item, ignore_errors=True)
                     removed += 1
         return removed
+
+
+def _signature(stat: os.stat_result) -> list[int]:
+    """What changes when a file's content can have changed: a rewrite or a replacement
+    changes the inode, size or times; the change time cannot be set back by a user."""
+    return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def _read_seen(path: Path) -> dict[str, list[int]]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_seen(folder: Path, seen: dict[str, list[int]]) -> None:
+    """Atomically; a cache that cannot be written (read-only) just hashes again."""
+    fresh = folder / f"{SEEN}.{uuid.uuid4().hex[:8]}"
+    try:
+        fresh.write_text(json.dumps(seen))
+        fresh.replace(folder / SEEN)
+    except OSError:
+        with contextlib.suppress(OSError):
+            fresh.unlink(missing_ok=True)

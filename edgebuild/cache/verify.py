@@ -25,7 +25,7 @@ def verify_entry(store: Store, key: str, manifest: dict[str, Any] | None,
     entry = store.peek(key)
     if entry is None or manifest is None:
         return "its manifest is missing or unreadable"
-    problem = store.check(entry)
+    problem = store.check(entry, rehash=True)
     if problem or "origin" not in manifest:
         return problem
     trust = trust or Trust()

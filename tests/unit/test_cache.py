@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,28 @@ def test_corrupt_entry_is_discarded_with_warning(tmp_path: Path,
     assert not path.exists()
 
 
+def test_a_cached_run_hashes_only_files_whose_metadata_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fully cached run reads file metadata, not the models; a rewrite is still caught,
+    even one that restores the size and modification time."""
+    from edgebuild.cache import store as store_module
+
+    path = commit(Store(tmp_path), "5" * 64)
+    hashed: list[str] = []
+    real = store_module.digest_file
+    monkeypatch.setattr(store_module, "digest_file",
+                        lambda file: hashed.append(file.name) or real(file))
+    assert Store(tmp_path).lookup("5" * 64) is not None
+    assert hashed == []  # the signature recorded at commit still holds
+    model = path / "model.bin"
+    before = model.stat()
+    time.sleep(0.05)  # past the file system's coarse clock tick, as any later edit is
+    model.write_bytes(b"MODEL")  # same size, different bytes, old mtime put back
+    os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert Store(tmp_path).lookup("5" * 64) is None
+    assert hashed == ["model.bin"]
+
+
 def test_missing_manifest_is_discarded(tmp_path: Path) -> None:
     store = Store(tmp_path)
     path = commit(store, "3" * 64)
@@ -135,3 +158,19 @@ def test_manifest_records_digests(tmp_path: Path) -> None:
     manifest = json.loads((path / "artifact.json").read_text())
     assert set(manifest["files"]) == {"model.bin"}
     assert len(manifest["files"]["model.bin"]) == 64
+
+
+def test_cache_verify_rehashes_what_a_run_trusts_by_metadata(tmp_path: Path) -> None:
+    """Bit rot keeps a file's metadata: a run trusts the signature, `cache verify` does not."""
+    from edgebuild.cache.store import SEEN, _signature
+    from edgebuild.cache.verify import verify_entry
+
+    store = Store(tmp_path)
+    path = commit(store, "6" * 64)
+    model = path / "model.bin"
+    model.write_bytes(b"MODEL")
+    (path / SEEN).write_text(json.dumps({"model.bin": _signature(model.stat())}))
+    manifest = json.loads((path / "artifact.json").read_text())
+    assert Store(tmp_path).lookup("6" * 64) is not None
+    assert "does not match its recorded digest" in verify_entry(store, "6" * 64, manifest,
+                                                                None)
