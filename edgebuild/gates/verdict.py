@@ -150,15 +150,29 @@ def _refusal(found: Comparison, gate: AccuracyGate) -> str | None:
     if blind is not None:
         seen = ", ".join(f"{k.removeprefix('min_').removeprefix('max_')} {v:.4g}"
                          for k, v in blind["zeroed_metrics"].items())
-        axis, output = blind["axis"], gate.output or "the output"
+        axis, output = blind["axis"], gate.output or found.details.get("output_name", "")
         return (f"refused: this output mixes ranges along axis {axis} (channels "
                 f"{blind['channels']} reach {blind['small_max']:.3g}, the others "
                 f"{blind['large_max']:.3g}), and FP32 with those channels zeroed would still "
                 f"pass ({seen}): the whole-output metric cannot see them. Gate each part on "
-                f"its own (`output: {output}`, `slice: {{axis: {axis}, start: …, stop: …}}`), "
-                f"or per channel (`channel_axis: {axis}`); `channel_axis: whole` keeps the "
+                f"its own, each with its own limits ({_part_gates(blind, output)}), or per "
+                f"channel (`channel_axis: {axis}`); `channel_axis: whole` keeps the "
                 "whole-output figure knowingly")
     return None
+
+
+def _part_gates(blind: dict[str, Any], output: str) -> str:
+    """`slice: {axis: 1, stop: 4}` and `slice: {axis: 1, start: 4}`, one gate each: the
+    slices of the parts `blind` found, written as a recipe takes them."""
+    axis = blind["axis"]
+    slices = []
+    for start, stop in blind.get("parts") or [(None, None)]:
+        bounds = [f"start: {start}" if start is not None else "",
+                  f"stop: {stop}" if stop is not None else ""]
+        shown = ", ".join(b for b in bounds if b) or "start: …, stop: …"
+        slices.append(f"`slice: {{axis: {axis}, {shown}}}`")
+    said = ", ".join(slices[:-1]) + f" and {slices[-1]}" if len(slices) > 1 else slices[0]
+    return f"{said}, one gate each" + (f", `output: {output}`" if output else "")
 
 
 def _unmeasured(metric: str, metrics: dict[str, float], gate: AccuracyGate) -> str:
