@@ -161,6 +161,13 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
             details["blind"] = blind
     if options.threshold is not None:
         metrics.update(decision_metrics(got, ref, options.threshold))
+        if options.regions:
+            from edgebuild.gates.regions import region_metrics
+
+            found_regions, said = region_metrics(got, ref, options.threshold,
+                                                 options.peak_threshold)
+            metrics.update(found_regions)
+            details.update(said)
     if task == "ctc":
         found = ctc_metrics(got, ref, -1 if options.class_axis is None else options.class_axis,
                             options.blank, labels, options.trim)
