@@ -80,9 +80,9 @@ class Infer(Op):
                                   "dataset": params.dataset, "where": where})
 
 
-def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """One output of a stored outputs file, as stored (samples × the output's axes), and
-    the labels."""
+def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """One output of a stored outputs file, as stored (samples × the output's axes), the
+    labels, and the output's name (the first output's, without `output`)."""
     import numpy as np
 
     with np.load(path) as archive:
@@ -92,7 +92,7 @@ def _output(path: Path, output: str | None) -> tuple[np.ndarray, np.ndarray | No
             raise ValueError(f"the model produced no output '{name}' (it has {stored})")
         values = archive[f"output:{name}"]
         labels = archive["labels"] if "labels" in archive.files else None
-        return values.astype(np.float64), labels
+        return values.astype(np.float64), labels, name
 
 
 def accuracy_metrics(candidate: Path, reference: Path, output: str | None = None,
@@ -124,8 +124,8 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
     import numpy as np
 
     options = sequence or SequenceOptions()
-    got, labels = _output(candidate, output)
-    ref, _ = _output(reference, output)
+    got, labels, name = _output(candidate, output)
+    ref, _, _ = _output(reference, output)
     if rows is not None and len(got) != rows:
         raise ValueError(
             f"output '{output or 'the first'}' has {len(got)} rows for {rows} samples: it "
@@ -143,7 +143,7 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
             metrics.update({"non_finite_values": float(bad["values"]),
                             "non_finite_samples": float(bad["samples"])})
             return Comparison(metrics, {"non_finite": {**bad, "in": who}})
-    details: dict[str, Any] = {}
+    details: dict[str, Any] = {} if output is not None else {"output_name": name}
     if options.range_tolerance is not None:
         left = out_of_range(got, ref, options.range_tolerance)
         if left is not None:
@@ -161,6 +161,13 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
             details["blind"] = blind
     if options.threshold is not None:
         metrics.update(decision_metrics(got, ref, options.threshold))
+        if options.regions:
+            from edgebuild.gates.regions import region_metrics
+
+            found_regions, said = region_metrics(got, ref, options.threshold,
+                                                 options.peak_threshold)
+            metrics.update(found_regions)
+            details.update(said)
     if task == "ctc":
         found = ctc_metrics(got, ref, -1 if options.class_axis is None else options.class_axis,
                             options.blank, labels, options.trim)

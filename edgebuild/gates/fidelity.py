@@ -9,6 +9,7 @@ accuracy. These functions take (samples × …) arrays, as the outputs files sto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -166,7 +167,20 @@ def blind_part(ref: np.ndarray, task: str,
         return None
     large = np.setdiff1d(np.arange(len(scales)), small)
     return {"axis": axis, "channels": _ranges(small), "small_max": float(scales[small].max()),
-            "large_max": float(scales[large].max()), "zeroed_metrics": fooled}
+            "large_max": float(scales[large].max()), "zeroed_metrics": fooled,
+            "parts": parts(small, len(scales))}
+
+
+def parts(small: np.ndarray, count: int) -> list[tuple[int | None, int | None]]:
+    """The runs of small- and large-range channels along the axis, as `(start, stop)` of a
+    slice each (None: the axis's end), when they are at most three: the slices that gate
+    each part on its own (`[(None, 4), (4, None)]` for a head's boxes and scores)."""
+    small_set = {int(i) for i in small}
+    bounds = [i for i in range(1, count) if (i in small_set) != (i - 1 in small_set)]
+    if len(bounds) > 2:
+        return []
+    edges: list[int | None] = [None, *bounds, None]
+    return list(pairwise(edges))
 
 
 def _ranges(indices: np.ndarray) -> str:

@@ -31,6 +31,8 @@ class SequenceOptions:
     threshold: float | None = None
     range_tolerance: float | None = 0.5
     trim: tuple[int, ...] = ()  # ctc: classes cut from both ends before comparing labels
+    regions: bool = False  # recall and IoU of the positive region (value > threshold)
+    peak_threshold: float | None = None  # a region counts where it reaches this
 
 
 def positions(values: np.ndarray, class_axis: int) -> np.ndarray:

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.gates.accuracy import Comparison, compare
+from edgebuild.gates.regions import RARE_POSITIVE
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.gates.sequence import SequenceOptions
-from edgebuild.recipe.accuracy import SCALED_LIMITS, AccuracyGate, AccuracyTask
+from edgebuild.recipe.accuracy import REGION_LIMITS, SCALED_LIMITS, AccuracyGate, AccuracyTask
 
 # gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
 ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
@@ -31,6 +32,8 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
     "min_map50_labels": ("map50_labels", ">="),
     "max_map50_labels_drop": ("map50_labels_drop", "<="),
     "min_decision_agreement": ("decision_agreement", ">="),
+    "min_region_recall": ("region_recall", ">="),
+    "min_region_iou": ("region_iou", ">="),
     "min_sequence_match": ("sequence_match", ">="),
     "max_cer": ("cer", "<="),
     "min_sequence_match_labels": ("sequence_match_labels", ">="),
@@ -40,8 +43,10 @@ ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
 # The metrics a gate's one-line message names, by what the output holds.
 SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosine",
                             "decision_agreement"),
-         "regression": ("cosine", "relative_error", "max_abs_error", "decision_agreement"),
-         "dense": ("psnr", "relative_error", "max_abs_error", "decision_agreement"),
+         "regression": ("cosine", "relative_error", "max_abs_error", "decision_agreement",
+                        "region_recall", "region_iou"),
+         "dense": ("psnr", "relative_error", "max_abs_error", "decision_agreement",
+                   "region_recall", "region_iou"),
          "ctc": ("sequence_match", "cer", "cosine", "cer_labels", "reference_cer_labels"),
          "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
                        "map50_labels", "reference_map50_labels")}
@@ -104,8 +109,11 @@ def _compare(candidate: Path, reference: Path, gate: AccuracyGate,
         return compare(candidate, reference, gate.output, gate.task.value, part=gate.slice,
                        channel_axis=gate.channel_axis, margin=gate.margin,
                        scaled_limits=scaled, rows=rows,
-                       sequence=SequenceOptions(gate.class_axis, gate.blank, gate.threshold,
-                                                gate.range_tolerance, tuple(gate.trim)))
+                       sequence=SequenceOptions(
+                           gate.class_axis, gate.blank, gate.threshold, gate.range_tolerance,
+                           tuple(gate.trim), regions=any(getattr(gate, k) is not None
+                                                         for k in REGION_LIMITS),
+                           peak_threshold=gate.peak_threshold))
     from edgebuild.gates.detection import (
         detection_metrics,
         load_detections,
@@ -146,19 +154,62 @@ def _refusal(found: Comparison, gate: AccuracyGate) -> str | None:
                 f"value(s) on {left['samples']} sample(s), the worst {worst}; an output "
                 "outside what the model can produce (a sigmoid below 0) is a defect, so every "
                 "limit fails (`range_tolerance:` widens the band, null turns it off)")
+    rare = _rare_positives(found.metrics, gate)
+    if rare is not None:
+        return rare
     blind = found.details.get("blind")
     if blind is not None:
         seen = ", ".join(f"{k.removeprefix('min_').removeprefix('max_')} {v:.4g}"
                          for k, v in blind["zeroed_metrics"].items())
-        axis, output = blind["axis"], gate.output or "the output"
+        axis, output = blind["axis"], gate.output or found.details.get("output_name", "")
         return (f"refused: this output mixes ranges along axis {axis} (channels "
                 f"{blind['channels']} reach {blind['small_max']:.3g}, the others "
                 f"{blind['large_max']:.3g}), and FP32 with those channels zeroed would still "
                 f"pass ({seen}): the whole-output metric cannot see them. Gate each part on "
-                f"its own (`output: {output}`, `slice: {{axis: {axis}, start: …, stop: …}}`), "
-                f"or per channel (`channel_axis: {axis}`); `channel_axis: whole` keeps the "
+                f"its own, each with its own limits ({_part_gates(blind, output)}), or per "
+                f"channel (`channel_axis: {axis}`); `channel_axis: whole` keeps the "
                 "whole-output figure knowingly")
     return None
+
+
+def _rare_positives(metrics: dict[str, float], gate: AccuracyGate) -> str | None:
+    """Agreement that a constant build would reach is blind: deciding negative everywhere
+    agrees on all but FP32's positives (a text map's 99.91 %), positive everywhere on its
+    positives. Refused where positives are rare (under RARE_POSITIVE %), or where either
+    constant build would meet the limit."""
+    positive = metrics.get("reference_positive")
+    limit = gate.min_decision_agreement
+    if limit is None or positive is None:
+        return None
+    constant = max(positive, 100 - positive)
+    if positive >= RARE_POSITIVE and constant < limit:
+        return None
+    nowhere = positive <= 50
+    why = (f"under {RARE_POSITIVE:g} %" if positive < RARE_POSITIVE else
+           f"min_decision_agreement {limit:g} passes it")
+    return (f"refused: FP32 is above threshold {gate.threshold:g} on {positive:.3g} % of "
+            f"{int(metrics['decisions']):,} values, so a build that is above it "
+            f"{'nowhere' if nowhere else 'everywhere'} agrees on {constant:.4g} % ({why}): "
+            "agreement cannot see the decisions that matter. Gate the positive region "
+            "instead: replace `min_decision_agreement` by `min_region_recall: 95, "
+            f"min_region_iou: 80` (keep `threshold: {gate.threshold:g}`; add "
+            "`peak_threshold:` where a region counts only where it peaks, as EasyOCR keeps a "
+            "CRAFT box only where the map reaches 0.7 inside 0.4; `task: dense`) "
+            "(docs/gates.md#sparse-binary-maps)")
+
+
+def _part_gates(blind: dict[str, Any], output: str) -> str:
+    """`slice: {axis: 1, stop: 4}` and `slice: {axis: 1, start: 4}`, one gate each: the
+    slices of the parts `blind` found, written as a recipe takes them."""
+    axis = blind["axis"]
+    slices = []
+    for start, stop in blind.get("parts") or [(None, None)]:
+        bounds = [f"start: {start}" if start is not None else "",
+                  f"stop: {stop}" if stop is not None else ""]
+        shown = ", ".join(b for b in bounds if b) or "start: …, stop: …"
+        slices.append(f"`slice: {{axis: {axis}, {shown}}}`")
+    said = ", ".join(slices[:-1]) + f" and {slices[-1]}" if len(slices) > 1 else slices[0]
+    return f"{said}, one gate each" + (f", `output: {output}`" if output else "")
 
 
 def _unmeasured(metric: str, metrics: dict[str, float], gate: AccuracyGate) -> str:
@@ -167,6 +218,12 @@ def _unmeasured(metric: str, metrics: dict[str, float], gate: AccuracyGate) -> s
     if metric == "decided_agreement":
         return (f"no sample has an FP32 top-1 − top-2 gap of at least margin {gate.margin:g} "
                 "(nothing decided to agree on)")
+    if metric in ("region_recall", "region_iou"):
+        peak = (f" reaching {gate.peak_threshold:g}" if gate.peak_threshold is not None
+                else "")
+        return (f"FP32 has no region above threshold {gate.threshold:g}{peak} on "
+                f"'{gate.dataset}' (nothing to find); its largest value is "
+                f"{metrics.get('reference_peak', float('nan')):.4g}")
     if gate.class_axis is not None and metric in ("top1", "top5", "top1_drop"):
         return (f"dataset '{gate.dataset}' has no labels per position (one label a sample "
                 "cannot be compared per position)")
@@ -181,6 +238,10 @@ def _explained(metrics: dict[str, float], details: dict[str, Any]) -> str:
     if "decisions" in metrics:
         parts.append(f"FP32 positive on {metrics['reference_positive']:.3g} % of "
                      f"{int(metrics['decisions'])} decisions")
+    if "regions" in metrics:
+        parts.append(f"{int(metrics['regions_found'])} of {int(metrics['regions'])} FP32 "
+                     f"region(s) found, {int(metrics['extra_regions'])} extra; the build's map "
+                     f"peaks at {metrics['peak']:.3g}, FP32's at {metrics['reference_peak']:.3g}")
     if "decided_samples" in metrics:
         total = int(metrics["samples"] * metrics.get("positions", 1))
         parts.append(f"{int(metrics['decided_samples'])} of {total} "

@@ -33,7 +33,10 @@ class AccuracyTask(StrEnum):
 CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement",
                 "min_decided_agreement")
 VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr",
-                "min_decision_agreement")
+                "min_decision_agreement", "min_region_recall", "min_region_iou")
+# Limits on the positive region of a sparse binary map (value > threshold): a text
+# detector's heat map, where agreement counts the empty background (gates/regions.py).
+REGION_LIMITS = ("min_region_recall", "min_region_iou")
 SEQUENCE_LIMITS = ("min_sequence_match", "max_cer", "min_sequence_match_labels",
                    "max_cer_labels")
 # The limits relative to the output's own scale: a small-range part of a mixed-range
@@ -47,7 +50,8 @@ DETECTION_KEYS = ("boxes", "scores", "classes", "score_threshold", "iou_threshol
                   "score_tolerance", "labels_iou_threshold")
 # Keys that say what is compared (and how), not a limit.
 SELECTION_KEYS = ("dataset", "output", "task", "slice", "channel_axis", "margin",
-                  "class_axis", "blank", "threshold", "range_tolerance", "trim")
+                  "class_axis", "blank", "threshold", "peak_threshold", "range_tolerance",
+                  "trim")
 
 
 class OutputSlice(Strict):
@@ -117,7 +121,12 @@ class AccuracyGate(Strict):
         "padding spaces, which an app strips).")
     threshold: float | None = Field(
         None, description="With min_decision_agreement: the decision is value > threshold "
-        "(e.g. 0.5 for a speech probability).")
+        "(e.g. 0.5 for a speech probability). With min_region_recall / min_region_iou: the "
+        "positive region is value > threshold (e.g. 0.4 for a CRAFT text map).")
+    peak_threshold: float | None = Field(
+        None, description="With min_region_recall / min_region_iou: a connected region above "
+        "`threshold` counts only where it reaches this value (EasyOCR keeps a CRAFT box "
+        "where the map peaks at 0.7 inside a region above 0.4); unset: every region counts.")
     range_tolerance: float | None = Field(
         0.5, ge=0, description="The gate fails when a build's value leaves the range FP32's "
         "output spans on the dataset, widened by this fraction of the span on each side (a "
@@ -165,6 +174,13 @@ class AccuracyGate(Strict):
     min_sequence_match_labels: float | None = Field(
         None, ge=0, le=100, description="Ctc, a dataset with labels (class indices a sample, "
         "padded with -1): samples whose decoded sequence equals the label, percent.")
+    min_region_recall: float | None = Field(
+        None, ge=0, le=100, description="Sparse binary maps: FP32's positive regions "
+        "(connected values above `threshold`, reaching `peak_threshold`) the build finds, at "
+        "least half of each inside its own, percent (docs/gates.md#sparse-binary-maps).")
+    min_region_iou: float | None = Field(
+        None, ge=0, le=100, description="Sparse binary maps: IoU of the build's positive "
+        "regions with FP32's, per sample (one neither marks is skipped), mean, percent.")
     max_cer_labels: float | None = Field(
         None, ge=0, description="Ctc, a dataset with labels: character error rate of the "
         "decoded sequences vs the labels, percent.")
@@ -203,7 +219,7 @@ class AccuracyGate(Strict):
         "min_top1", "min_top5", "min_top1_agreement", "min_decided_agreement",
         "min_box_agreement", "min_map50", "min_score_agreement", "min_map50_labels",
         "min_decision_agreement", "min_sequence_match", "min_sequence_match_labels",
-        mode="after"
+        "min_region_recall", "min_region_iou", mode="after"
     )(_percent)
 
     @model_validator(mode="after")
@@ -245,10 +261,32 @@ class AccuracyGate(Strict):
         if self.class_axis == 0:
             raise ValueError("class_axis 0 is the batch (the samples): name a model axis, "
                              "e.g. -1 for the classes of a [1, T, C] sequence")
-        if (self.threshold is None) != (self.min_decision_agreement is None):
-            raise ValueError("min_decision_agreement and threshold go together: the decision "
-                             "is value > threshold (e.g. `min_decision_agreement: 99, "
-                             "threshold: 0.5`)")
+        self._decisions_fit()
+
+    def _decisions_fit(self) -> None:
+        regions = [k for k in REGION_LIMITS if getattr(self, k) is not None]
+        decides = self.min_decision_agreement is not None or regions
+        if self.threshold is None and decides:
+            raise ValueError(f"{', '.join(regions) or 'min_decision_agreement'} needs "
+                             "`threshold:`: the decision is value > threshold (e.g. "
+                             "`min_decision_agreement: 99, threshold: 0.5`)")
+        if self.threshold is not None and not decides:
+            raise ValueError("`threshold:` goes with min_decision_agreement (the decision "
+                             "value > threshold) or min_region_recall / min_region_iou (the "
+                             "positive region of a sparse map)")
+        if regions and self.task not in (AccuracyTask.REGRESSION, AccuracyTask.DENSE):
+            raise ValueError(f"{', '.join(regions)} judge the positive region of a map: add "
+                             "`task: dense`")
+        if self.peak_threshold is not None:
+            if not regions:
+                raise ValueError("`peak_threshold:` says which regions count: it goes with "
+                                 "min_region_recall or min_region_iou")
+            assert self.threshold is not None
+            if self.peak_threshold <= self.threshold:
+                raise ValueError(f"peak_threshold {self.peak_threshold:g} is not above "
+                                 f"threshold {self.threshold:g}: every region above the "
+                                 "threshold already reaches it (EasyOCR's CRAFT boxes: "
+                                 "`threshold: 0.4, peak_threshold: 0.7`)")
 
     def _selection_fits(self) -> AccuracyGate:
         if (self.margin is None) != (self.min_decided_agreement is None):
@@ -280,7 +318,8 @@ class AccuracyGate(Strict):
                 raise ValueError(f"`{key}:` and `{others[0]}:` both name output '{output}': "
                                  "boxes, scores and classes are three different outputs "
                                  "(N×D×4, N×D and N×D after NMS)")
-        wrong = [k for k in (*CLASS_LIMITS, *VALUE_LIMITS, "margin", "slice", "channel_axis")
+        wrong = [k for k in (*CLASS_LIMITS, *VALUE_LIMITS, "margin", "slice", "channel_axis",
+                             "threshold", "peak_threshold")
                  if getattr(self, k) is not None]
         if wrong:
             raise ValueError(f"{', '.join(wrong)} compare values position by position, which "

@@ -14,6 +14,7 @@ computes itself, as deployed. Checked here at validate time, at the lines writte
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -22,6 +23,7 @@ from edgebuild.errors import did_you_mean
 from edgebuild.recipe.common import Strict
 
 if TYPE_CHECKING:
+    from edgebuild.recipe.accuracy import AccuracyGate
     from edgebuild.recipe.models import Recipe
 
 Report = list[tuple[tuple[str, ...], str, str]]  # (key path, message, hint)
@@ -67,7 +69,7 @@ class StreamSteps(Strict):
 def check_stream(recipe: Recipe) -> Report:
     """`state:` pairs name declared tensors, once each; each `stream:` cuts a declared,
     batched input that is not a state along an axis it has, by at most its window;
-    gates on a state output take it whole, one step per sample."""
+    gates on a state output name axes and slices it has (axis 0 is the steps)."""
     found: Report = []
     inputs = {t.name: t for t in recipe.inputs}
     pairs = list(recipe.state)
@@ -123,24 +125,56 @@ def check_stream(recipe: Recipe) -> Report:
 
 
 def _gates_on_states(recipe: Recipe) -> Report:
-    """A state output has no sample axis: a gate compares it whole, one step (or sample)
-    at a time, and a slice or channel axis of it would count from an axis it lacks."""
+    """A state output has no sample axis: a gate compares it one step (or sample) at a
+    time, as rows `[steps, *state]`, so its axes count from 1 like any output's (axis 0
+    is the steps): Silero's `[2, 1, 128]` state holds h and c along axis 1. A slice or a
+    channel axis the state lacks, or an empty slice, is refused here, at its line."""
     found: Report = []
-    states = {p.output for p in recipe.state}
+    inputs = {t.name: t for t in recipe.inputs}
+    shapes = {p.output: inputs[p.input].shape for p in recipe.state if p.input in inputs}
     for target, entry in recipe.targets.items():
         gates = entry.gates
         listed = isinstance(gates.accuracy, list)
         for index, gate in enumerate(gates.accuracy_gates):
-            if gate.output not in states:
+            if gate.output not in {p.output for p in recipe.state}:
                 continue
             here = ("targets", target, "gates", "accuracy", *((str(index),) if listed else ()))
-            for key in ("slice", "channel_axis"):
-                if getattr(gate, key) is not None:
-                    found.append(((*here, key), f"'{gate.output}' is a state output "
-                                  "(`state:`): it has no sample axis, and is compared whole "
-                                  "at each step", f"remove `{key}:` from this gate"))
             if gate.task.value == "classification":
                 found.append(((*here, "task"), f"'{gate.output}' is a state output "
                               "(`state:`), not class scores", "gate it with `task: "
                               "regression` (min_cosine, max_abs_error)"))
+            shape = shapes.get(gate.output)
+            if shape is not None:
+                found += _state_axes(gate, list(shape), here)
+    return found
+
+
+def _state_axes(gate: AccuracyGate, shape: list[int], here: tuple[str, ...]) -> Report:
+    """The slice and channel axis of a gate on a state shaped `shape`, in the gate's
+    axes: 0 the steps, 1.. the state's own."""
+    rank = len(shape) + 1
+    state = f"[steps, {', '.join(map(str, shape))}]"
+    hint = (f"a state output is compared one step a row, {state}: its own axes count from "
+            f"1 (1 to {rank - 1}, or -1 to -{rank - 1})")
+    found: Report = []
+    axes = [("slice", gate.slice.axis)] if gate.slice is not None else []
+    if isinstance(gate.channel_axis, int):
+        axes.append(("channel_axis", gate.channel_axis))
+    for key, axis in axes:
+        resolved = axis if axis > 0 else rank + axis
+        if not 1 <= resolved < rank:
+            found.append(((*here, key), f"'{gate.output}' has no axis {axis}: to a gate it "
+                          f"is {state}", hint))
+            continue
+        size = shape[resolved - 1]
+        if key == "slice" and gate.slice is not None and not range(size)[
+                gate.slice.start:gate.slice.stop]:
+            found.append(((*here, key), f"slice {gate.slice.label} of '{gate.output}' "
+                          f"{state} is empty: axis {axis} has {size} value(s)",
+                          f"start and stop within 0..{size}"))
+        if key == "channel_axis" and math.prod(shape) // max(size, 1) < 2:
+            found.append(((*here, key), f"channel_axis {axis} of '{gate.output}' {state} "
+                          "leaves one value per step in each channel: a cosine of one value "
+                          "is only its sign", "slice the state into its parts instead "
+                          "(`slice: {axis: …, start: …, stop: …}`, one gate a part)"))
     return found

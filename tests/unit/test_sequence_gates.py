@@ -76,7 +76,7 @@ def test_decision_agreement_on_a_threshold(tmp_path: Path) -> None:
     result = judge(tmp_path, got, ref, task="regression", min_decision_agreement=100,
                    threshold=0.5)
     assert not result and result.measured["decision_agreement"] == 75.0
-    with pytest.raises(ValidationError, match="go together"):
+    with pytest.raises(ValidationError, match="needs `threshold:`"):
         AccuracyGate(dataset="d", task="regression", min_decision_agreement=99)
 
 

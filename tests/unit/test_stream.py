@@ -94,8 +94,12 @@ def test_a_recipe_without_state_keeps_its_declarations(monkeypatch: pytest.Monke
      "hop 600 is longer than the window"),
     ({"STREAM": "{axis: 2, hop: 512}"}, "datasets.speech.stream.axis", "has no axis 2"),
     ({"GATE": "{dataset: speech, output: stateN, task: regression, min_cosine: 0.99, "
-              "channel_axis: 1}"},
-     "targets.host-cpu.gates.accuracy.1.channel_axis", "'stateN' is a state output"),
+              "channel_axis: 4}"},
+     "targets.host-cpu.gates.accuracy.1.channel_axis",
+     "'stateN' has no axis 4: to a gate it is [steps, 2, 1, 128]"),
+    ({"GATE": "{dataset: speech, output: stateN, task: regression, min_cosine: 0.99, "
+              "slice: {axis: 1, start: 2}}"},
+     "targets.host-cpu.gates.accuracy.1.slice", "is empty: axis 1 has 2 value(s)"),
     ({"GATE": "{dataset: speech, output: stateN, min_top1_agreement: 99}"},
      "targets.host-cpu.gates.accuracy.1", "not class scores"),
     ({"PASSES": "[quantize: {mode: static, calibration: speech}]"},
