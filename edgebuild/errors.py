@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -138,9 +139,17 @@ class DataError(EdgebuildError):
 
 
 class StageError(EdgebuildError):
-    """A stage failed while running; names the stage and its log file."""
+    """A stage failed while running; names the stage and its log file.
+
+    `metadata`: what the stage measured before it failed (a budget's trials), kept as the
+    failed stage's metadata in report.json: the figures a user needs most then."""
 
     exit_code = ExitCode.STAGE_FAILED
+
+    def __init__(self, message: str, hint: str = "",
+                 metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(message, hint)
+        self.metadata: dict[str, Any] = dict(metadata or {})
 
 
 class ShapeError(StageError):

@@ -46,8 +46,10 @@ class StageResult(BaseModel):
         return cls(status="ok", main=main, format=format, metadata=metadata, seconds=seconds)
 
     @classmethod
-    def error(cls, message: str, hint: str = "") -> StageResult:
-        return cls(status="error", message=message, hint=hint)
+    def error(cls, message: str, hint: str = "",
+              metadata: dict[str, Any] | None = None) -> StageResult:
+        """`metadata`: what the stage measured before it failed (StageError.metadata)."""
+        return cls(status="error", message=message, hint=hint, metadata=metadata or {})
 
     @classmethod
     def unmeasurable(cls, reason: str, hint: str = "") -> StageResult:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.plan.stage import Stage
@@ -32,6 +33,9 @@ class StageRun:
     started: float = 0.0  # wall clock (time.time) when its worker started, 0 if none
     finished: float = 0.0
     worker: str = ""  # the Dask worker that ran it ('' for this machine)
+    # A failed stage's figures (StageError.metadata, e.g. a budget's trials): no artifact
+    # holds them, and report.json shows them as the stage's metadata.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -204,7 +204,7 @@ class Scheduler:
             kind = Outcome.UNMEASURABLE if done.status == "unmeasurable" else Outcome.FAILED
             return StageRun(stage, kind, seconds, key, message=done.why, hint=done.hint,
                             log=log, started=outcome.started, finished=outcome.finished,
-                            worker=outcome.extra.get("worker", ""))
+                            worker=outcome.extra.get("worker", ""), metadata=done.metadata)
         assert done.format is not None and done.main is not None
         metadata = {**done.metadata, **stage_keys(done.main, stage.id, stage.op,
                                                   done.seconds or 0.0)}

@@ -167,10 +167,11 @@ def main(argv: list[str]) -> int:
         result = run_stage(spec)
     except EdgebuildError as exc:
         traceback.print_exc()
-        result = StageResult.error(exc.message, exc.hint)
+        result = StageResult.error(exc.message, exc.hint, getattr(exc, "metadata", None))
     except Exception as exc:  # anything from a vendor tool: report, never hide
         traceback.print_exc()
-        result = StageResult.error(**_explain(exc))
+        explained = _explain(exc)
+        result = StageResult.error(explained["message"], explained["hint"])
     # A converter's terminal colours never reach a message.
     result = result.model_copy(update={k: plain(getattr(result, k))
                                        for k in ("message", "hint", "reason")})

@@ -18,8 +18,14 @@ For one step, with ONNX's gate order i, o, f, c and its default activations::
     c' = f⊙c + i⊙c̃;   h' = o⊙tanh(c')
     Y = h' [1, 1, B, H],  Y_h = h' [1, B, H],  Y_c = c' [1, B, H]
 
-Only what that covers is rewritten: a forward LSTM whose sequence length is 1 in the
-file, with constant weights, no peepholes, no `clip`, default activations, layout 0,
+The graph's inputs are first pinned at the recipe's declared shapes (its `dynamic_axes`
+kept dynamic, as fold-inputs pins them; then folded by onnxslim where a dimension was
+dynamic), so a sequence export whose length is dynamic in
+the file (Silero VAD's `silero_vad_16k_sequence.onnx`, `[sequence_length, 576]`) is
+decomposed when the recipe streams it one step at a time (`shape: [1, 576]`).
+
+Only what that covers is rewritten: a forward LSTM whose sequence length is 1 once the
+inputs are pinned, with constant weights, no peepholes, no `clip`, default activations, layout 0,
 `input_forget` 0 and no `sequence_lens`; any other LSTM is refused by name, so a
 recipe never gets a silently different model. ONNX Runtime then checks that the
 outputs are the same on seeded inputs (as fold-inputs does).
@@ -47,21 +53,29 @@ class DecomposeParams(OutputCheck):
 
 class DecomposeLstm(Op):
     name = "decompose-lstm"
-    version = 1
+    version = 2  # 2: the inputs pinned at their declared shapes first
     Params = DecomposeParams
     accepts = ("onnx",)
     produces = "onnx"
-    tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxruntime")
+    tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxslim", "onnxruntime")
     summary = "write one-step LSTMs out as Gemm, Sigmoid, Tanh and Mul (streaming models)"
 
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         import onnx
 
-        from edgebuild.passes.fold_inputs import _same_outputs
+        from edgebuild.passes.fold_inputs import _same_outputs, pin_shapes
 
         p: DecomposeParams = params
         source = ctx.input().main
         model = onnx.load(str(source))
+        dynamic = any(not d.HasField("dim_value") for v in model.graph.input
+                      for d in v.type.tensor_type.shape.dim)
+        pinned = pin_shapes(model, ctx.io.inputs)
+        del model.graph.value_info[:]  # stored before the pinning: re-inferred by readers
+        if dynamic:  # fold what the pinned sizes made constant (a Reshape to Shape's dims)
+            import onnxslim
+
+            model = onnxslim.slim(onnx.shape_inference.infer_shapes(model))
         done = decompose(model)
         if not done:
             raise StageError("decompose-lstm found no LSTM in the model",
@@ -72,7 +86,7 @@ class DecomposeLstm(Op):
         check = _same_outputs(source, destination, ctx.io.inputs, p, "decompose-lstm",
                               "a bug in the decomposition: report it with the model")
         return OpResult(main="model.onnx", format="onnx",
-                        metadata={"decomposed": done, "check": check})
+                        metadata={"decomposed": done, "pinned": pinned, "check": check})
 
 
 def decompose(model: onnx.ModelProto) -> list[str]:
@@ -112,9 +126,16 @@ def decompose(model: onnx.ModelProto) -> list[str]:
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[int | str]]:
+    """Every tensor's shape inferred from the graph's inputs (with data propagation: a
+    Reshape to a computed shape), not the shapes the file stored before inputs were pinned."""
     import onnx
 
-    inferred = onnx.shape_inference.infer_shapes(model)
+    fresh = onnx.ModelProto()
+    fresh.CopyFrom(model)
+    del fresh.graph.value_info[:]
+    for value in fresh.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    inferred = onnx.shape_inference.infer_shapes(fresh, data_prop=True)
     found = {}
     for value in [*inferred.graph.value_info, *inferred.graph.input]:
         dims = value.type.tensor_type.shape.dim
@@ -137,7 +158,8 @@ def _supported(node: onnx.NodeProto, name: str, ins: list[str],
               if tensor]
     steps = shapes.get(ins[0], ["?"])[0]
     if steps != 1:
-        wrong.append(f"a sequence of length {steps} (not 1) in X")
+        wrong.append(f"a sequence of length {steps} (not 1) in X, with the inputs at their "
+                     "declared shapes (declare one step, e.g. `shape: [1, …]`, and stream it)")
     if wrong:
         raise StageError(f"LSTM '{name}' cannot be decomposed: {', '.join(wrong)}", HINT)
 

@@ -3,7 +3,10 @@
 The check runs both on seeded random inputs and fails the stage when outputs
 differ by more than `atol + rtol * |reference|`: a silently wrong export is
 the most expensive bug in a deployment pipeline, because every later number
-is measured on the wrong model.
+is measured on the wrong model. A model with `dynamic_axes` is also run once at
+twice each dynamic size: an exporter that fixed the example's size (torch.export
+fixes an LSTM's sequence length, and the Reshape after it holds that length) fails
+here, naming the axis, not later in a runtime's Reshape.
 """
 
 from __future__ import annotations
@@ -114,8 +117,10 @@ class ExportOnnx(Op):
             raise  # from a custom op's symbolic: it says what is wrong already
         except Exception as exc:  # the exporter's own types; an unknown op is the common one
             # Chained: the stage log keeps the exporter's trace, the user gets one line.
-            raise _export_error(exc, custom) from exc
+            raise _export_error(exc, custom, model) from exc
         check = self._check(model, destination, tensors, p)
+        if p.check_samples and dynamic and "skipped" not in check:
+            check["dynamic_axes"] = _check_other_size(model, destination, tensors, p)
         return OpResult(
             main="model.onnx", format="onnx",
             metadata={"exporter": p.exporter, "opset": p.opset, "check": check,
@@ -183,18 +188,89 @@ class ExportOnnx(Op):
         return {"samples": p.check_samples, "max_abs_diff": worst}
 
 
-def _export_error(exc: Exception, custom: dict[str, str]) -> Exception:
+RECURRENT = ("LSTM", "GRU", "RNN")
+
+
+def recurrent_layers(model: Any) -> list[str]:
+    """The model's LSTM / GRU / RNN modules, by name: torch.export fixes their sequence
+    length at the example's (PyTorch 2.13), so the dynamo exporter cannot keep it dynamic."""
+    return [name or type(m).__name__ for name, m in model.named_modules()
+            if type(m).__name__ in RECURRENT]
+
+
+def _check_other_size(model: Any, path: Any, tensors: list[dict[str, Any]],
+                      p: ExportParams) -> dict[str, Any]:
+    """Run PyTorch and the export once with every dynamic axis at twice its declared size
+    (twice keeps any divisibility the declared size has). A size PyTorch itself refuses is
+    not the export's fault: the check is skipped, saying so."""
+    import numpy as np
+    import torch
+
+    from edgebuild.customops import ort as custom_ort
+
+    shapes = {t["name"]: [2 * d if i in {int(a) for a in t["dynamic_axes"]} else d
+                          for i, d in enumerate(t["shape"])] for t in tensors}
+    resized = {t["name"]: {t["dynamic_axes"][a]: shapes[t["name"]][int(a)]
+                           for a in t["dynamic_axes"]} for t in tensors if t["dynamic_axes"]}
+    (feeds,) = sample_inputs(tensors, seed=1, count=1, shapes=shapes)
+    try:
+        with torch.no_grad():
+            expected = model(*(torch.from_numpy(v) for v in feeds.values()))
+    except Exception as exc:  # the model's own limits (a fixed-size layer)
+        return {"shapes": shapes, "skipped": f"PyTorch fails at these sizes ({exc})"[:300]}
+    expected_list = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    named = "; ".join(f"{name}: {', '.join(f'{k} = {v}' for k, v in axes.items())}"
+                      for name, axes in resized.items())
+    try:
+        got = custom_ort.session(path).run(None, feeds)
+    except Exception as exc:  # ONNX Runtime's error: a Reshape holding the example's size
+        raise _fixed_size_error(model, p, named, str(exc)) from exc
+    worst = 0.0
+    for ref, out in zip(expected_list, got, strict=False):
+        ref_np = ref.detach().numpy()
+        if ref_np.shape != out.shape:
+            raise _fixed_size_error(model, p, named, f"output shape {list(out.shape)}, "
+                                    f"PyTorch's {list(ref_np.shape)}")
+        error = np.abs(ref_np - out)
+        worst = max(worst, float(error.max()) if error.size else 0.0)
+        if np.any(error > p.atol + p.rtol * np.abs(ref_np)):
+            raise _fixed_size_error(model, p, named, f"outputs differ from PyTorch's by up "
+                                    f"to {float(error.max()):.3g}")
+    return {"shapes": shapes, "max_abs_diff": worst}
+
+
+def _fixed_size_error(model: Any, p: ExportParams, named: str, what: str) -> StageError:
+    first = what.strip().splitlines()[0][:300] if what.strip() else what
+    recurrent = recurrent_layers(model)
+    if p.exporter == "dynamo" and recurrent:
+        hint = (f"torch.export fixes the sequence length of {', '.join(recurrent)} at the "
+                "example's, and what follows keeps it (a Reshape): use `exporter: legacy` "
+                "(an adaptive pooling over the axis written as a mean, "
+                "`x.mean(dim=…, keepdim=True)`), or drop the axis from `dynamic_axes`")
+    else:
+        hint = ("the export recorded the example's size as a constant (a `view`/`reshape` "
+                "computed from `x.shape`, a Python int): reshape with -1, try "
+                + ("`capture: script`" if p.exporter == "legacy" else "`exporter: legacy`")
+                + ", or drop the axis from `dynamic_axes`")
+    return StageError(f"the ONNX export does not take the dynamic axes at other sizes "
+                      f"({named}, twice the declared): {first}", hint)
+
+
+def _export_error(exc: Exception, custom: dict[str, str], model: Any = None) -> Exception:
     """A StageError naming the op the exporter could not write and what registers it."""
     from edgebuild.customops.export import unregistered_op
 
     op = unregistered_op(exc)
     first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
     if "output_size is not constant" in str(exc) or "adaptive_avg_pool" in str(exc):
+        # Not dynamo for a model with a recurrent layer: it fixes the sequence length.
+        dynamo = "" if model is None or recurrent_layers(model) else \
+            ", or set `exporter: dynamo`"
         return StageError(
             f"the ONNX export failed on an adaptive pooling ({type(exc).__name__}: {first})",
             "the legacy exporter writes AdaptiveAvgPool only for sizes it knows: with a dynamic "
             "axis, write the reduction as a mean over that axis (`x.mean(dim=…, keepdim=True)`, "
-            "e.g. for AdaptiveAvgPool2d((None, 1))), or set `exporter: dynamo`")
+            f"e.g. for AdaptiveAvgPool2d((None, 1))){dynamo}")
     if not op:
         return StageError(f"the ONNX export failed ({type(exc).__name__}: {first})",
                           "see the stage log for the exporter's trace")
@@ -206,4 +282,6 @@ def _export_error(exc: Exception, custom: dict[str, str]) -> Exception:
             "declare it under `custom_ops:` with its `torch_op`, `onnx_schema` and a kernel "
             "or decomposition per backend (docs/custom-ops.md)")
     return StageError(f"the ONNX export failed: op '{op}' has no ONNX symbolic at this opset "
-                      f"({first})", "try another opset, or `exporter: dynamo`")
+                      f"({first})", "try another opset" + (
+                          "" if model is not None and recurrent_layers(model)
+                          else ", or `exporter: dynamo`"))

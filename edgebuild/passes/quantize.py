@@ -419,7 +419,7 @@ def _quantize(ctx: StageContext, source: Path, destination: Path, p: QuantizePar
 
         evaluation = ctx.dataset(p.budget.gate.dataset)
         prepared, chosen, metadata["budget"] = search(source, destination, p, calibration,
-                                                      evaluation, scratch)
+                                                      evaluation, scratch, ctx.io.state)
         return prepared, chosen
     prepared = impl.prepare(source, p, calibration, scratch)
     if p.emit == "corrected-float":

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,26 +118,36 @@ def headroom(gate: AccuracyGate, measured: dict[str, float], limits: dict[str, f
 
 
 class Judge:
-    """The gate's verdict on a quantized model, on the budget's dataset (ONNX Runtime CPU)."""
+    """The gate's verdict on a quantized model, on the budget's dataset (ONNX Runtime CPU).
+
+    A stream (`stream:`) is evaluated as the gates evaluate it: step by step, FP32 and
+    each trial carrying the state it returns (`state`, the io's pairs), so a trial is
+    judged on the error it accumulates over the stream, as its build will be."""
 
     def __init__(self, gate: AccuracyGate, source: Path, evaluation: Samples,
-                 scratch: Path) -> None:
+                 scratch: Path, state: Sequence[dict[str, Any]] = ()) -> None:
         self.gate, self.evaluation, self.scratch = gate, evaluation, scratch
+        self.state = list(state)
         self.reference = scratch / "reference.npz"
-        self._save(source, self.reference)
+        self.rows = self._save(source, self.reference)
 
-    def _save(self, model: Path, path: Path) -> None:
+    def _save(self, model: Path, path: Path) -> int:
         import onnxruntime as ort
 
+        from edgebuild.data.stream import evaluate
         from edgebuild.gates.reference import save_outputs
 
         so = ort.SessionOptions()
         so.log_severity_level = 3
         session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
-        rows = [dict(zip(names, session.run(names, f), strict=True))
-                for f in impl.feeds(self.evaluation)]
-        save_outputs(path, rows, self.evaluation)
+
+        def infer(feeds: dict[str, Any]) -> dict[str, Any]:
+            return dict(zip(names, session.run(names, feeds), strict=True))
+
+        rows = evaluate(self.evaluation, self.state, infer)
+        save_outputs(path, rows, self.evaluation, {p["output"] for p in self.state})
+        return len(rows)
 
     def __call__(self, model: Path) -> impl.Verdict:
         from edgebuild.gates.result import GateStatus
@@ -161,9 +172,10 @@ class Judge:
 
 
 def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samples | None,
-           evaluation: Samples, scratch: Path
+           evaluation: Samples, scratch: Path, state: Sequence[dict[str, Any]] = ()
            ) -> tuple[impl.Prepared, QuantizeParams, dict[str, Any]]:
     """Try the budget's steps in order; write the first passing model to `destination`.
+    `state`: the io's state pairs, carried step by step when `evaluation` is a stream.
 
     Returns the winner's prepared float model and params (the stage's per-layer report
     reads them) and the record for the stage's metadata. Raises StageError when no step passes.
@@ -171,7 +183,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     assert p.budget is not None
     budget = p.budget
     started = time.monotonic()
-    judge = Judge(budget.gate, source, evaluation, scratch)
+    judge = Judge(budget.gate, source, evaluation, scratch, state)
     trials: list[Trial] = []
     best: tuple[Trial, impl.Prepared, Path] | None = None
 
@@ -226,6 +238,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     record = {"gate": budget.gate.model_dump(exclude_none=True, exclude_defaults=True,
                                              mode="json"),
               "dataset": budget.gate.dataset, "samples": len(evaluation),
+              **({"steps": judge.rows} if evaluation.steps is not None else {}),
               "trials": [t.to_json() for t in trials], "skipped": skipped,
               "seconds": round(time.monotonic() - started, 1)}
     assert best is not None
@@ -244,7 +257,9 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             + "".join(f". {step} failed on this model ({error})"
                       for step, error in broken.items()),
             "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
-            "loosen the gate, or build this target in fp16")
+            "loosen the gate, or build this target in fp16",
+            # The trials are what a user reads next: the failed stage's report.json entry.
+            metadata={"budget": {**record, "chosen": None, "closest": closest.name}})
     if chosen.name != "keep float":
         shutil.copyfile(best[2], destination)
     chosen.why = "the first to pass the gate" + (f"; {chosen.why}" if chosen.why else "")

@@ -30,6 +30,21 @@ def feeds(samples: Samples) -> list[dict[str, np.ndarray]]:
     return [samples.feed(i) for i in range(len(samples))]
 
 
+def first_steps(samples: Samples, count: int) -> list[dict[str, np.ndarray]]:
+    """The first `count` calls' inputs: samples, or a stream's first windows, each with
+    its sequence's own state inputs (the initial state: a probe, not an evaluation)."""
+    if samples.steps is None:
+        return feeds(first(samples, count))
+    found: list[dict[str, np.ndarray]] = []
+    for index in range(len(samples)):
+        whole = samples.sequence(index)
+        for window in samples.steps.windows(whole[samples.steps.input]):
+            found.append({**whole, samples.steps.input: window})
+            if len(found) == count:
+                return found
+    return found
+
+
 class _Reader:
     """onnxruntime's CalibrationDataReader protocol over our samples."""
 
@@ -492,7 +507,8 @@ def keep_float_search(prepared: Prepared, destination: Path, p: QuantizeParams,
     scored: list[tuple[str, float]] = []
     low, high = 0, 0
     if not passes(0):
-        probe = feeds(first(calibration if calibration is not None else evaluation, 8))
+        probe = (feeds(first(calibration, 8)) if calibration is not None
+                 else first_steps(evaluation, 8))
         deadline = started + max_seconds / 2
         from edgebuild.passes.quantize_sensitivity import isolated_sensitivity
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from edgebuild.core.datasets import dataset_refs
 from edgebuild.core.profile import MeasureSettings
@@ -403,9 +403,11 @@ class _CrossCheck:
                           "remove `exporter: dynamo` (docs/custom-ops.md, Limits)")
             self.problems.extend(Problem(p.location, p.key, p.message + note, p.hint)
                                  for p in found)
-            # Every dataset the params name, at any depth (accuracy_aware.dataset too).
+            # Every dataset the params name, at any depth (accuracy_aware.dataset too);
+            # an accuracy gate's (a budget's) is evaluated as the gates do, streams too.
             for path, dataset in dataset_refs(params) if params is not None else ():
-                self._dataset(dataset, (*here, spec.name, *path))
+                self._dataset(dataset, (*here, spec.name, *path),
+                              streams=isinstance(_owner(params, path), AccuracyGate))
 
     def _accuracy(self, gates: Gates, loc: tuple[str, ...]) -> None:
         """Each accuracy gate's dataset and output exist (a list: at its index)."""
@@ -491,3 +493,16 @@ class _CrossCheck:
 
 def location_of(doc: LoadedYaml, *keys: str) -> Location:
     return doc.locate(keys)[0]
+
+
+def _owner(value: Any, path: tuple[str, ...]) -> Any:
+    """The model holding the field at `path` (a dataset_refs key path) inside `value`."""
+    for key in path[:-1]:
+        if isinstance(value, BaseModel):
+            value = getattr(value, key)
+        elif isinstance(value, dict):
+            value = value[key]
+        else:
+            value = value[int(key)]
+    return value
+

@@ -339,7 +339,8 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         artifact_digest=run.artifact.digest if run.artifact else None,
         message=run.message, hint=run.hint, log=str(run.log) if run.log else None,
         started=run.started, finished=run.finished, worker=run.worker,
-        metadata={k: v for k, v in (run.artifact.metadata if run.artifact else {}).items()
+        metadata={k: v for k, v in (run.artifact.metadata if run.artifact else
+                                    run.metadata).items()
                   if k not in ("main", "stage", "op", "conditions")},
     ) for run in (execution.runs[s.id] for s in built.order())]
     if any(r.stage.id not in contained for r in execution.failed):

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import onnx
 import pytest
@@ -72,3 +75,42 @@ def test_the_cell_computes_what_the_lstm_computes(state: bool) -> None:
 def test_what_it_does_not_cover_is_refused_by_name(model: onnx.ModelProto, why: str) -> None:
     with pytest.raises(StageError, match=f"LSTM 'rnn/LSTM' cannot be decomposed: .*{why}"):
         decompose(model)
+
+
+def decompose_declared(tmp_path: Path, steps: int) -> Any:
+    """The pass on an LSTM whose sequence length is dynamic in the file (`T`), the recipe
+    declaring x `[steps, 1, INPUT]`."""
+    from edgebuild.core.artifact import Artifact
+    from edgebuild.execute.worker import context_from_recipe
+    from edgebuild.passes.decompose_lstm import DecomposeLstm, DecomposeParams
+
+    onnx.save(lstm_model(steps="T"), str(tmp_path / "seq.onnx"))  # type: ignore[arg-type]
+    source = Artifact("k", "onnx", tmp_path, {"seq.onnx": ""}, {}, {"main": "seq.onnx"})
+    inputs = [{"name": "x", "shape": [steps, 1, INPUT], "dtype": "float32",
+               "dynamic_axes": {}},
+              *({"name": n, "shape": [1, 1, HIDDEN], "dtype": "float32", "dynamic_axes": {},
+                 "batch_axis": None} for n in ("h", "c"))]
+    out = tmp_path / "out"
+    out.mkdir()
+    ctx = context_from_recipe("decompose-lstm", {"model": source}, out,
+                              {"inputs": inputs, "outputs": ["y", "y_h", "y_c"]}, tmp_path)
+    return out, DecomposeLstm().run(ctx, DecomposeParams())
+
+
+def test_a_dynamic_sequence_length_is_pinned_from_the_declared_shape(tmp_path: Path) -> None:
+    """Issue 40: a sequence export (Silero VAD's `[sequence_length, 576]`) streamed one
+    step at a time is decomposed: its inputs pinned at the declared one step first."""
+    pytest.importorskip("onnxruntime")
+    out, result = decompose_declared(tmp_path, steps=1)
+    assert result.metadata["decomposed"] == ["rnn/LSTM"]
+    assert result.metadata["pinned"]["x"] == [1, 1, INPUT]
+    assert result.metadata["check"]["samples"] == 4  # ONNX Runtime: the same outputs
+    model = onnx.load(str(out / result.main))
+    assert "LSTM" not in {n.op_type for n in model.graph.node}
+
+
+def test_a_declared_sequence_longer_than_one_step_is_refused_saying_so(
+        tmp_path: Path) -> None:
+    with pytest.raises(StageError, match=r"a sequence of length 4 \(not 1\) in X, with "
+                       r"the inputs at their declared shapes"):
+        decompose_declared(tmp_path, steps=4)

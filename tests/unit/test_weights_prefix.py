@@ -41,3 +41,22 @@ def test_terminal_colours_never_reach_a_message() -> None:
                 " \x1b]8;;https://pytorch.org\x07docs\x1b]8;;\x07")
     assert plain(coloured) == "Constraints violated (width)! 2 not in VR[4, int_oo] docs"
     assert plain("no escapes: 50% [1, 3]") == "no escapes: 50% [1, 3]"
+
+
+def test_recipes_md_shows_weights_prefix_where_model_sources_are_described() -> None:
+    """Issue 40: a user with a `module.` checkpoint reads docs/recipes.md's "Model
+    sources", not the reference table; its example is a model source that validates."""
+    import re
+
+    import yaml
+
+    from edgebuild.recipe.models import ModelSource
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "recipes.md").read_text()
+    section = text.partition("## Model sources")[2].partition("\n## ")[0]
+    assert "weights_prefix" in section and "DataParallel" in section
+    example = next(block for block in re.findall(r"```yaml\n(.*?)```", section, re.S)
+                   if "weights_prefix" in block)
+    source = ModelSource.model_validate(yaml.safe_load(example)["model"])
+    assert source.weights_prefix == {"module.": ""}

@@ -351,7 +351,8 @@ def _fp16(source: Path, destination: Path, options: TensorRtOptions,
     samples = (ctx.dataset(options.calibration_dataset)
                if options.calibration_dataset is not None else None)
     return convert(source, destination, samples, options.calibration_samples,
-                   options.fp16_data_max, options.fp16_keep_ops, options.fp16_keep_nodes)
+                   options.fp16_data_max, options.fp16_keep_ops, options.fp16_keep_nodes,
+                   ctx.io.inputs)
 
 
 __all__ = ["ENGINE_FORMAT", "TensorRtBackend", "check_qdq", "read_layers", "trtexec_latency",

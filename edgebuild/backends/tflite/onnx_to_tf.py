@@ -335,6 +335,9 @@ def _convert_file(source: Path, destination: Path, keep_nchw: list[str],
         try:
             model = onnx2tf.convert(
                 input_onnx_file_path=str(source),
+                # Its default, `saved_model` in the current directory, is made even with
+                # disable_model_save: beside the private copy, nothing outside --out.
+                output_folder_path=str(source.parent / "onnx2tf_output"),
                 keep_ncw_or_nchw_or_ncdhw_input_names=keep_nchw or None,
                 keep_shape_absolutely_input_names=keep_shape or None,
                 not_use_onnxsim=True,  # onnx-optimize has simplified the graph already
@@ -457,8 +460,12 @@ def conversion_error(model: onnx.ModelProto, log: str) -> StageError:
     nodes = {n.name: n for n in model.graph.node}
     node = next((nodes[n] for n in reversed(names) if n in nodes), None)
     last_lines = "\n".join(line for line in log.strip().splitlines()[-6:])
+    raised = onnx2tf_exception(log)
+    if raised:  # its words, not its advice or the Keras layer's arguments after them
+        last_lines = raised
     if node is None:
-        return StageError("onnx2tf could not convert the model",
+        return StageError("onnx2tf could not convert the model" + (
+                              f": {raised.splitlines()[0]}" if raised else ""),
                           f"its last output:\n{last_lines}")
     if node.op_type == "NonMaxSuppression":
         return StageError(
@@ -468,8 +475,43 @@ def conversion_error(model: onnx.ModelProto, log: str) -> StageError:
             "this target without NMS in the graph (drop `model.prepost.detection`) and run "
             "NMS in the app, or see onnx-to-tf.log for onnx2tf's own message")
     return StageError(
-        f"onnx2tf failed on op '{node.op_type}' (node '{node.name}')",
-        f"{_node_shapes(model, node)}\nonnx2tf's last output:\n{last_lines}")
+        f"onnx2tf failed on op '{node.op_type}' (node '{node.name}')"
+        + (f": {_one_line(raised)}" if raised else ""),
+        f"{_node_shapes(model, node)}\nonnx2tf's " + (
+            "exception:" if raised else "last output:") + f"\n{last_lines}")
+
+
+# A traceback's last line: `ValueError: …`, `tensorflow.python…InvalidArgumentError: …`.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)(?::|$)")
+# What follows a Keras layer's exception: the layer's arguments, and onnx2tf's advice.
+_AFTER = ("Call arguments received", "ERROR:", "INFO:", "WARNING:", "  •")
+
+
+def onnx2tf_exception(log: str) -> str:
+    """The exception onnx2tf's conversion raised, as its output ends with it (the last one,
+    with the lines of its message; a Keras layer's arguments after it are left out);
+    '' when the output holds none."""
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", log).splitlines()
+    starts = [i for i, line in enumerate(lines) if _EXCEPTION.match(line)]
+    if not starts:
+        return ""
+    block: list[str] = []
+    for line in lines[starts[-1]:]:
+        if block and line.startswith(_AFTER):
+            break
+        if line.strip():  # Keras leaves a blank line after its first
+            block.append(line.rstrip())
+    return "\n".join(block)[:1000]
+
+
+def _one_line(text: str) -> str:
+    """An exception for a one-line message: Keras's `Exception encountered when calling
+    layer …` wrapper line dropped where the cause follows it."""
+    lines = text.splitlines()
+    if len(lines) > 1 and "Exception encountered when calling layer" in lines[0]:
+        lines = [f"{lines[0].split(':', 1)[0]}: {lines[1]}", *lines[2:]]
+    text = " ".join(line.strip() for line in lines)
+    return re.sub(r" for '\{\{node [^']*'", "", text)[:400]  # TensorFlow's node dump
 
 
 def _node_shapes(model: onnx.ModelProto, node: onnx.NodeProto) -> str:

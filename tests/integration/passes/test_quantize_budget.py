@@ -91,6 +91,10 @@ def test_no_passing_configuration_is_a_failure_that_names_the_closest(
     # the closest trial shows the gated metric itself, not only the standard figures
     assert "'max_abs_error':" in message.partition("closest:")[2].partition("Tried:")[0]
     assert "keep_float" in info.value.hint
+    # the trials travel with the error: the failed stage's metadata in report.json
+    budget = info.value.metadata["budget"]
+    assert budget["chosen"] is None and budget["closest"] in message
+    assert [t["step"] for t in budget["trials"]][:2] == ["as written", "percentile"]
 
 
 def test_keep_float_out_of_iterations_is_a_failure_too(
