@@ -23,6 +23,7 @@ from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.coreml.options import CoreMlOptions
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
+from edgebuild.passes.torch_capture import Capture
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,8 +143,11 @@ class CoreMlBackend(Backend):
         weights = {"none": "fp16-rounded weights" if options.compute_precision == "fp16"
                    else "fp32 weights", "int8": f"int8 weights ({describe_int8(options)})",
                    "palettize": f"{options.palettize_bits}-bit palettized weights"}
+        compute = f"{options.compute_precision} compute"
+        if options.compute_precision == "fp16" and options.capture is not Capture.SCRIPT:
+            compute = "fp16 values (each layer's output rounded to fp16, fp32 arithmetic)"
         return (f"host: weight-compression proxy — {weights[options.weights]} in PyTorch, "
-                f"{options.compute_precision} compute; not Core ML numerics")
+                f"{compute}; not Core ML numerics")
 
     def device_latency(self, *args: Any, **kwargs: Any) -> None:
         return None
