@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,23 @@ class Judge:
                 for f in impl.feeds(self.evaluation)]
         save_outputs(path, rows, self.evaluation)
 
+    def confident_samples(self) -> int:
+        """Samples of the budget's dataset on which FP32 scores what the gate needs: a
+        detection gate's boxes at its `score_threshold`, a decision above `threshold`."""
+        import numpy as np
+
+        detection = self.gate.task.value == "detection"
+        name = self.gate.scores if detection else self.gate.output
+        threshold = self.gate.score_threshold if detection else self.gate.threshold
+        if name is None or threshold is None:
+            return 0
+        with np.load(self.reference) as archive:
+            if f"output:{name}" not in archive.files:
+                return 0
+            values = archive[f"output:{name}"]
+        rows = values.reshape(len(values), -1) if values.ndim else values.reshape(1, -1)
+        return int(np.sum((rows.max(axis=1) >= threshold) & (rows.max(axis=1) > 0)))
+
     def __call__(self, model: Path) -> impl.Verdict:
         from edgebuild.gates.result import GateStatus
         from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
@@ -202,6 +220,9 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     broken: dict[str, str] = {}  # steps whose lever raised on this model: their error
     if attempt("as written", p).verdict.passed:
         chosen = trials[-1]
+    else:
+        assert best is not None
+        _refuse_clipped_scores(best[1], budget, p, judge, trials[-1])
     for step in budget.steps:
         if chosen is not None or out_of_time():
             break
@@ -243,8 +264,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
             + "".join(f". {step} failed on this model ({error})"
                       for step, error in broken.items()),
-            "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
-            "loosen the gate, or build this target in fp16")
+            _advice(budget, trials, untried))
     if chosen.name != "keep float":
         shutil.copyfile(best[2], destination)
     chosen.why = "the first to pass the gate" + (f"; {chosen.why}" if chosen.why else "")
@@ -255,6 +275,45 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
                   params=changed, metrics=chosen.verdict.record["metrics"],
                   headroom=round(chosen.verdict.score, 4))
     return best[1], chosen.params, record
+
+
+def _refuse_clipped_scores(prepared: impl.Prepared, budget: Any, p: QuantizeParams,
+                           judge: Judge, trial: Trial) -> None:
+    """Stop before the levers when calibration never saw a score the detector (or the
+    gate) needs: every lever calibrates on the same data, so none can raise the clip."""
+    from edgebuild.gates.thresholds import gate_sentences
+
+    said = gate_sentences(prepared.metadata.get("score_range"), budget.gate)
+    if not said:
+        return
+    confident = judge.confident_samples()
+    where = (f"'{budget.gate.dataset}' (the budget's dataset) has {confident} image(s) "
+             f"with FP32 detections: `calibration: {budget.gate.dataset}` would do"
+             if confident and budget.gate.dataset != p.calibration else
+             f"add such images to '{p.calibration}'")
+    raise StageError(
+        f"no INT8 configuration can pass the budget's gate on '{budget.gate.dataset}': "
+        f"{said[0]} (as written: {trial.verdict.record.get('failed', '')}); the budget's "
+        "levers were not tried, as each calibrates on the same data",
+        f"calibrate on images with confident detections: {where}")
+
+
+def _advice(budget: Any, trials: list[Trial], untried: Sequence[str]) -> str:
+    """What to change when no step passed: only levers that were not tried, or limits
+    that stopped a search early."""
+    advice = []
+    searched = next((t.verdict.record.get("keep_float") for t in trials
+                     if t.name == "keep float"), None)
+    if "keep_float" not in budget.steps:
+        advice.append("add `keep_float` to budget.steps (it keeps the most sensitive "
+                      "layers float)")
+    elif searched is not None and searched.get("stopped") == "iterations":
+        advice.append(f"raise budget.max_iterations ({budget.max_iterations}): the "
+                      "keep_float search stopped before it found a count that passes")
+    if untried or (searched is not None and searched.get("stopped") == "seconds"):
+        advice.append(f"raise budget.max_seconds ({budget.max_seconds:g})")
+    advice.append("loosen the gate, or build this target in fp16")
+    return "; ".join(advice)
 
 
 def _counts(trial: Trial) -> str:
