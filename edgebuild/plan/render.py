@@ -54,7 +54,20 @@ def _text(plan: Plan, status: dict[str, StageStatus]) -> str:
         after = f"  <- {', '.join(stage.upstream)}" if stage.upstream else ""
         extra = "  (implicit)" if stage.implicit else ""
         lines.append(f"  {state:<7} {_label(plan, stage.id):<{width}}{after}{extra}")
-    return "\n".join(lines)
+    return "\n".join(lines + cached_warnings(plan, status))
+
+
+def cached_warnings(plan: Plan, status: dict[str, StageStatus]) -> list[str]:
+    """What a cached stage found out about the recipe that no check at load time can
+    (a quantize stage's calibration data never reaching the detector's threshold:
+    passes/score_range.py): known now, before the run that would fail on it."""
+    lines = []
+    for stage in plan.order():
+        found = status[stage.id]
+        record = found.artifact.metadata.get("score_range") if found.artifact else None
+        if isinstance(record, dict) and record.get("warning"):
+            lines.append(f"warning: {stage.id} (cached): {record['warning']}")
+    return lines
 
 
 def _owned(plan: Plan) -> dict[str, tuple[str, str]]:
