@@ -96,7 +96,8 @@ def streamed_histograms() -> Iterator[None]:
                 dtype = np.asarray(arrays[0] if isinstance(arrays, list) else arrays).dtype
                 entry = self.histogram_dict.get(name)
                 counts, top = add(None if entry is None else entry[0], tops.get(name, 0.0),
-                                  values, self.num_bins, low)
+                                  np.abs(values) if low == 0.0 else values, self.num_bins,
+                                  low)
                 tops[name] = top
                 lo, hi = float(values.min()), float(values.max())
                 if entry is not None:

@@ -240,7 +240,10 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
         except Exception as exc:  # a lever this graph breaks: a step not taken, not a failure
             logging.getLogger(__name__).exception("budget step %s failed", step)
             broken[step] = f"{type(exc).__name__}: {exc}"[:300]
-            skipped[step] = f"failed on this model: {broken[step]}"
+            skipped[step] = (f"the {step} lever raised on this model ({broken[step]}), so "
+                             f"the search went on without it: remove `{step}` from "
+                             "budget.steps to skip it, and report the error with the model "
+                             "(a lever that raises is a defect)")
             continue
         if passed:
             chosen = trials[-1]

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.core.artifact import Artifact
 from edgebuild.errors import StageError
 from edgebuild.passes.quantize import Quantize, QuantizeParams
 from tests.conftest import edgebuild
