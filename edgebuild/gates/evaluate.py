@@ -190,7 +190,7 @@ def _clipped_scores(gate: AccuracyGate, stages: TargetStages,
                     execution: ExecutionResult) -> list[str]:
     """What the target's quantize stage recorded against the gate's or the decode's
     threshold (gates/thresholds.py): the sentences, first the stage's."""
-    from edgebuild.gates.thresholds import gate_sentences
+    from edgebuild.core.thresholds import gate_sentences
 
     said: list[str] = []
     for stage_id in stages.chain:

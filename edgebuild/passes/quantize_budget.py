@@ -284,7 +284,7 @@ def _refuse_clipped_scores(prepared: impl.Prepared, budget: Any, p: QuantizePara
                            judge: Judge, trial: Trial) -> None:
     """Stop before the levers when calibration never saw a score the detector (or the
     gate) needs: every lever calibrates on the same data, so none can raise the clip."""
-    from edgebuild.gates.thresholds import gate_sentences
+    from edgebuild.core.thresholds import gate_sentences
 
     said = gate_sentences(prepared.metadata.get("score_range"), budget.gate)
     if not said:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edgebuild.gates.thresholds import never_above
+from edgebuild.core.thresholds import never_above
 
 
 @dataclass(frozen=True)

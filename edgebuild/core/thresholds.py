@@ -6,7 +6,8 @@ threshold a detector's NMS keeps boxes above, the build finds nothing on any ima
 when it is below a gate's threshold, every score the gate relies on is capped. The
 quantize stage records both figures (`score_range` in its metadata,
 passes/score_range.py); this module turns them into the one sentence a user can act
-on, for the stage, the budget, a failing gate and `edgebuild plan`.
+on. It is in core because the stage, the budget, a failing gate and `edgebuild plan`
+all say it.
 """
 
 from __future__ import annotations
