@@ -17,21 +17,22 @@ from typing import Any
 HINT = "calibrate on images with confident detections"
 
 
-def never_above(seen: float, keeps: str, threshold: float) -> str:
-    """`calibration never saw a score above 0.21, the detector keeps boxes above 0.25: …`"""
-    return (f"calibration never saw a score above {seen:.3g}, {keeps} {threshold:g}: INT8 "
-            f"clips every score to the range calibration saw, so {_so(keeps)}; {HINT}")
+def never_above(seen: float, keeps: str, threshold: float, expect: str) -> str:
+    """`calibration never saw a score above 0.21, the detector keeps boxes above 0.25: …`
 
-
-def _so(keeps: str) -> str:
-    return ("this build finds no box on any image" if "detector" in keeps else
-            "no score can reach it")
+    Worded as a cause, not a certainty: how far below the threshold the INT8 scores end
+    depends on which layers clip (PP-OCRv4's DBNet, calibrated to 0.119, still reached
+    0.475 through its float ConvTranspose head; a YOLO head's Sigmoid scores stop at the
+    calibrated value and no box is kept)."""
+    return (f"calibration never saw a score above {seen:.3g}, {keeps} {threshold:g}: the "
+            f"INT8 ranges of the layers that make the scores were calibrated below it "
+            f"(expect {expect}); {HINT}")
 
 
 def nms_sentences(record: dict[str, Any] | None) -> list[str]:
     """One sentence per NMS whose threshold no calibration score passed."""
     return [never_above(float(n["calibrated_max"]), "the detector keeps boxes above",
-                        float(n["score_threshold"]))
+                        float(n["score_threshold"]), "few or no boxes")
             for n in (record or {}).get("nms", []) if n.get("clipped")]
 
 
@@ -51,10 +52,11 @@ def gate_sentences(record: dict[str, Any] | None, gate: Any) -> list[str]:
         seen = max(float(n["calibrated_max"]) for n in nms)
         if seen < gate.score_threshold:
             return [never_above(seen, "the gate counts FP32 boxes scoring at least",
-                                gate.score_threshold)]
+                                gate.score_threshold, "capped scores")]
     outputs = record.get("outputs", {})
     if gate.threshold is not None and gate.output in outputs and \
             float(outputs[gate.output]) <= gate.threshold:
         return [never_above(float(outputs[gate.output]),
-                            f"the gate decides '{gate.output}' above", gate.threshold)]
+                            f"the gate decides '{gate.output}' above", gate.threshold,
+                            "lost positives")]
     return []

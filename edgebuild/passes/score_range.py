@@ -3,9 +3,10 @@
 Static INT8 clips every activation to the range calibration saw. A detector's decode
 keeps a box only when its score is above a threshold (ONNX `NonMaxSuppression`'s
 `score_threshold`: the composed `model.prepost`, or the file's own NMS), so when no
-calibration image ever scores above that threshold, the INT8 build can never score
-above it either (the scores' producer is clipped below it) and finds no box on any
-image — while every per-layer figure blames some late node:
+calibration image ever scores above that threshold, the layers that make the scores
+are calibrated below it: a YOLO head's scores stop there and the build keeps no box on
+any image (a head with float weight layers after the clip falls short less), while
+every per-layer figure blames some late node:
 
     calibration images ─▶ FP32 scores, largest 0.21 ──┐
                                                        ├─ 0.21 ≤ 0.25: no box, ever
@@ -43,7 +44,8 @@ class ScoreRange:
         return self.seen <= self.threshold
 
     def sentence(self) -> str:
-        return never_above(self.seen, "the detector keeps boxes above", self.threshold)
+        return never_above(self.seen, "the detector keeps boxes above", self.threshold,
+                           "few or no boxes")
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "tensor": self.tensor, "calibrated_max": round(self.seen, 6),
