@@ -241,9 +241,8 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             logging.getLogger(__name__).exception("budget step %s failed", step)
             broken[step] = f"{type(exc).__name__}: {exc}"[:300]
             skipped[step] = (f"the {step} lever raised on this model ({broken[step]}), so "
-                             f"the search went on without it: remove `{step}` from "
-                             "budget.steps to skip it, and report the error with the model "
-                             "(a lever that raises is a defect)")
+                             "the search went on without it; a lever that raises is a "
+                             "defect of edgebuild: report it with the model and this error")
             continue
         if passed:
             chosen = trials[-1]
@@ -332,7 +331,8 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
 
     update = OVERRIDES[step]
     if step in METHOD_STEPS and base.method == update["method"]:
-        skipped[step] = f"the configuration so far already calibrates with {step}"
+        skipped[step] = (f"the configuration so far already calibrates with {step}: "
+                         "nothing new to try")
         return None
     current = base.model_dump(exclude_unset=True)
     if step in AIMET_STEPS:
@@ -347,7 +347,8 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
     try:
         return base.model_validate({**current, **update})
     except ValidationError as exc:
-        skipped[step] = f"does not apply: {exc.errors()[0]['msg']}"
+        skipped[step] = (f"does not combine with the configuration so far "
+                         f"({exc.errors()[0]['msg']}), so the search went on without it")
         return None
 
 
