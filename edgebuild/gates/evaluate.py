@@ -174,11 +174,31 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     result = judge_accuracy(target, name, gate, infer.artifact.main, reference.artifact.main,
                             where, counted, meta.get("samples"))
     layers = _layer_reports(stages, execution)
+    clipped = _clipped_scores(gate, stages, execution)
+    if clipped and result.counts_as_failure:
+        # The cause is the calibration data, not a layer: a late node's error is its effect.
+        result.details["calibration"] = clipped
+        result.message += "; " + clipped[0]
     if layers and "cannot compare" not in result.message:
         result.details["layers"] = layers
-        if result.counts_as_failure:
+        if result.counts_as_failure and not clipped:
             result.message += "; " + _explain(layers)
     return result
+
+
+def _clipped_scores(gate: AccuracyGate, stages: TargetStages,
+                    execution: ExecutionResult) -> list[str]:
+    """What the target's quantize stage recorded against the gate's or the decode's
+    threshold (gates/thresholds.py): the sentences, first the stage's."""
+    from edgebuild.core.thresholds import gate_sentences
+
+    said: list[str] = []
+    for stage_id in stages.chain:
+        run = execution.runs.get(stage_id)
+        record = run.artifact.metadata.get("score_range") if run and run.artifact else None
+        if isinstance(record, dict):
+            said += [f"{stage_id}: {s}" for s in gate_sentences(record, gate)]
+    return said
 
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:

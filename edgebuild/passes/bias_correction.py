@@ -97,7 +97,9 @@ def measure_shifts(float_path: Path, qdq_path: Path,
         twin = helper.make_node(node.op_type, [x, tag + "_w", *node.input[2:]], [tag + "_y"],
                                 name=node.name + tag)
         twin.attribute.extend(node.attribute)
-        axes = [0, 2, 3] if node.op_type == "Conv" else [0]
+        # every axis but the channels: N and the spatial ones, one for a Conv1d
+        rank = len(qinits[wdq.input[0]].dims)
+        axes = [0, *range(2, rank)] if node.op_type == "Conv" else [0]
         if opset >= 18:  # axes became an input
             graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(axes, np.int64),
                                                                   tag + "_axes"))

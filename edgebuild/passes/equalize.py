@@ -204,7 +204,8 @@ def _conv_interval(node: Any, inits: Mapping[str, np.ndarray], lo: np.ndarray,
     if any(_attr(node, "pads", [0]) or [0]) or _attr(node, "auto_pad", b"NOTSET") not in \
             (b"NOTSET", "NOTSET", b"VALID", "VALID"):
         lo, hi = np.minimum(lo, 0), np.maximum(hi, 0)
-    pos, neg = np.maximum(w, 0).sum(axis=(2, 3)), np.minimum(w, 0).sum(axis=(2, 3))  # out × per
+    kernel = tuple(range(2, w.ndim))  # the spatial axes: 1 (Conv1d) or 2 (Conv2d)
+    pos, neg = np.maximum(w, 0).sum(axis=kernel), np.minimum(w, 0).sum(axis=kernel)  # out × per
     out_per_group = out_c // group
     low, high = np.empty(out_c), np.empty(out_c)
     for g in range(group):
@@ -219,16 +220,17 @@ def _columns(w2: np.ndarray, group: int, channels: int) -> np.ndarray:
     """|W2| reduced to one range per input channel of conv2."""
     a = np.abs(w2)
     if group == 1:
-        return np.asarray(a.max(axis=(0, 2, 3)))
+        return np.asarray(a.max(axis=(0, *range(2, a.ndim))))
     multiplier = a.shape[0] // channels
     return np.asarray(a.reshape(channels, multiplier, -1).max(axis=(1, 2)))
 
 
 def _scale_columns(w2: np.ndarray, group: int, s: np.ndarray) -> np.ndarray:
+    spatial = (1,) * (w2.ndim - 2)  # Conv1d or Conv2d weights
     if group == 1:
-        return np.asarray(w2 * s[None, :, None, None])
+        return np.asarray(w2 * s.reshape(1, -1, *spatial))
     multiplier = w2.shape[0] // len(s)
-    return np.asarray(w2 * np.repeat(s, multiplier)[:, None, None, None])
+    return np.asarray(w2 * np.repeat(s, multiplier).reshape(-1, 1, *spatial))
 
 
 def equalize(model: Any, clip: ClipPolicy = "exact", iterations: int = 20,
@@ -298,7 +300,7 @@ def equalize(model: Any, clip: ClipPolicy = "exact", iterations: int = 20,
             step = target / cumulative[k]
             cumulative[k] = target
             largest = max(largest, float(np.max(np.abs(np.log(step)))))
-            weights[p.conv1.input[1]] = w1 / step[:, None, None, None]
+            weights[p.conv1.input[1]] = w1 / step.reshape(-1, *(1,) * (w1.ndim - 1))
             if biases[p.tensor]:
                 weights[biases[p.tensor]] = weight(biases[p.tensor]) / step
             weights[p.conv2.input[1]] = _scale_columns(w2, group2, step)

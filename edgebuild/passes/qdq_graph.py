@@ -127,6 +127,10 @@ def u8s8_saturation(model: Any, values: dict[str, np.ndarray], positions: int = 
         zero = int(inits[xdq.input[2]]) if len(xdq.input) > 2 and xdq.input[2] else 0
         a = np.clip(np.round(values[quant.input[0]] / scale) + zero, 0, 255).astype(np.int32)
         if node.op_type == "Conv":
+            if weight.ndim not in (3, 4):  # a 3-D convolution: not measured
+                continue
+            if weight.ndim == 3:  # Conv1d (audio front ends): the 2-D case of height 1
+                a, weight = a[:, :, None], weight[:, :, None]
             columns, rows = _im2col(node, a, zero, positions, rng), \
                 weight.transpose(0, 2, 3, 1).reshape(weight.shape[0], -1)
         else:
@@ -144,14 +148,17 @@ def _attr_int(node: Any, name: str, default: int) -> int:
 
 def _im2col(node: Any, a: np.ndarray, zero: int, positions: int,
             rng: np.random.Generator) -> np.ndarray:
-    """`positions` random im2col columns (kh, kw, c order) of the uint8 input `a` (N C H W)."""
+    """`positions` random im2col columns (kh, kw, c order) of the uint8 input `a` (N C H W);
+    a Conv1d's attributes (one spatial axis) are read as those of height 1."""
     def ints(name: str, default: list[int]) -> list[int]:
         return next((list(t.ints) for t in node.attribute if t.name == name), default)
 
     n = a.shape[0]
-    kh, kw = ints("kernel_shape", [1, 1])
-    pads = ints("pads", [0, 0, 0, 0])
-    sh, sw = ints("strides", [1, 1])
+    one_d = len(ints("kernel_shape", [1, 1])) == 1
+    kh, kw = [1, *ints("kernel_shape", [1])] if one_d else ints("kernel_shape", [1, 1])
+    pads = ints("pads", [0, 0] if one_d else [0, 0, 0, 0])
+    pads = [0, pads[0], 0, pads[1]] if one_d else pads
+    sh, sw = [1, *ints("strides", [1])] if one_d else ints("strides", [1, 1])
     padded = np.pad(a, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
                     constant_values=zero)
     out_h, out_w = (padded.shape[2] - kh) // sh + 1, (padded.shape[3] - kw) // sw + 1

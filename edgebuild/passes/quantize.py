@@ -357,7 +357,9 @@ class Quantize(Op):
     # 8: safe by default — mixed-range Concat/Add, the output tail and a signal front end
     # stay float (int8_safety.py); the per-layer report ranks by effect on the outputs
     # 9: `emit: corrected-float` (the bias-corrected float model, for TFLite)
-    version = 9
+    # 10: entropy/percentile histograms keep ONNX Runtime's bin count over the whole range
+    #     (ort_histograms.py: other ranges than 9's); `score_range` in the metadata
+    version = 10
     Params = QuantizeParams
     accepts = ("onnx",)
     produces = "onnx"

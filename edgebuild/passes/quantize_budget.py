@@ -149,6 +149,23 @@ class Judge:
         save_outputs(path, rows, self.evaluation, {p["output"] for p in self.state})
         return len(rows)
 
+    def confident_samples(self) -> int:
+        """Samples of the budget's dataset on which FP32 scores what the gate needs: a
+        detection gate's boxes at its `score_threshold`, a decision above `threshold`."""
+        import numpy as np
+
+        detection = self.gate.task.value == "detection"
+        name = self.gate.scores if detection else self.gate.output
+        threshold = self.gate.score_threshold if detection else self.gate.threshold
+        if name is None or threshold is None:
+            return 0
+        with np.load(self.reference) as archive:
+            if f"output:{name}" not in archive.files:
+                return 0
+            values = archive[f"output:{name}"]
+        rows = values.reshape(len(values), -1) if values.ndim else values.reshape(1, -1)
+        return int(np.sum((rows.max(axis=1) >= threshold) & (rows.max(axis=1) > 0)))
+
     def __call__(self, model: Path) -> impl.Verdict:
         from edgebuild.gates.result import GateStatus
         from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
@@ -214,6 +231,9 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     broken: dict[str, str] = {}  # steps whose lever raised on this model: their error
     if attempt("as written", p).verdict.passed:
         chosen = trials[-1]
+    else:
+        assert best is not None
+        _refuse_clipped_scores(best[1], budget, p, judge, trials[-1])
     for step in budget.steps:
         if chosen is not None or out_of_time():
             break
@@ -231,7 +251,9 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
         except Exception as exc:  # a lever this graph breaks: a step not taken, not a failure
             logging.getLogger(__name__).exception("budget step %s failed", step)
             broken[step] = f"{type(exc).__name__}: {exc}"[:300]
-            skipped[step] = f"failed on this model: {broken[step]}"
+            skipped[step] = (f"the {step} lever raised on this model ({broken[step]}), so "
+                             "the search went on without it; a lever that raises is a "
+                             "defect of edgebuild: report it with the model and this error")
             continue
         if passed:
             chosen = trials[-1]
@@ -256,8 +278,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
             + "".join(f". {step} failed on this model ({error})"
                       for step, error in broken.items()),
-            "add `keep_float` to budget.steps or raise its max_iterations / max_seconds, "
-            "loosen the gate, or build this target in fp16",
+            _advice(budget, trials, untried),
             # The trials are what a user reads next: the failed stage's report.json entry.
             metadata={"budget": {**record, "chosen": None, "closest": closest.name}})
     if chosen.name != "keep float":
@@ -270,6 +291,45 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
                   params=changed, metrics=chosen.verdict.record["metrics"],
                   headroom=round(chosen.verdict.score, 4))
     return best[1], chosen.params, record
+
+
+def _refuse_clipped_scores(prepared: impl.Prepared, budget: Any, p: QuantizeParams,
+                           judge: Judge, trial: Trial) -> None:
+    """Stop before the levers when calibration never saw a score the detector (or the
+    gate) needs: every lever calibrates on the same data, so none can raise the clip."""
+    from edgebuild.core.thresholds import gate_sentences
+
+    said = gate_sentences(prepared.metadata.get("score_range"), budget.gate)
+    if not said:
+        return
+    confident = judge.confident_samples()
+    where = (f"'{budget.gate.dataset}' (the budget's dataset) has {confident} image(s) "
+             f"with FP32 detections: `calibration: {budget.gate.dataset}` would do"
+             if confident and budget.gate.dataset != p.calibration else
+             f"add such images to '{p.calibration}'")
+    raise StageError(
+        f"no INT8 configuration can pass the budget's gate on '{budget.gate.dataset}': "
+        f"{said[0]} (as written: {trial.verdict.record.get('failed', '')}); the budget's "
+        "levers were not tried, as each calibrates on the same data",
+        f"calibrate on images with confident detections: {where}")
+
+
+def _advice(budget: Any, trials: list[Trial], untried: Sequence[str]) -> str:
+    """What to change when no step passed: only levers that were not tried, or limits
+    that stopped a search early."""
+    advice = []
+    searched = next((t.verdict.record.get("keep_float") for t in trials
+                     if t.name == "keep float"), None)
+    if "keep_float" not in budget.steps:
+        advice.append("add `keep_float` to budget.steps (it keeps the most sensitive "
+                      "layers float)")
+    elif searched is not None and searched.get("stopped") == "iterations":
+        advice.append(f"raise budget.max_iterations ({budget.max_iterations}): the "
+                      "keep_float search stopped before it found a count that passes")
+    if untried or (searched is not None and searched.get("stopped") == "seconds"):
+        advice.append(f"raise budget.max_seconds ({budget.max_seconds:g})")
+    advice.append("loosen the gate, or build this target in fp16")
+    return "; ".join(advice)
 
 
 def _counts(trial: Trial) -> str:
@@ -285,7 +345,8 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
 
     update = OVERRIDES[step]
     if step in METHOD_STEPS and base.method == update["method"]:
-        skipped[step] = f"the configuration so far already calibrates with {step}"
+        skipped[step] = (f"the configuration so far already calibrates with {step}: "
+                         "nothing new to try")
         return None
     current = base.model_dump(exclude_unset=True)
     if step in AIMET_STEPS:
@@ -300,7 +361,8 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
     try:
         return base.model_validate({**current, **update})
     except ValidationError as exc:
-        skipped[step] = f"does not apply: {exc.errors()[0]['msg']}"
+        skipped[step] = (f"does not combine with the configuration so far "
+                         f"({exc.errors()[0]['msg']}), so the search went on without it")
         return None
 
 

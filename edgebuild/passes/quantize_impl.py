@@ -138,6 +138,13 @@ def _with_float_nodes(prepared: Prepared, p: QuantizeParams,
                             "(fp16 where the build allows it)")
     prepared.exclude = chosen.names
     prepared.metadata["kept_float"] = chosen.to_json()
+    if calibration is not None:
+        from edgebuild.passes.score_range import record
+
+        # every calibration sample: one confident image is enough to calibrate the scores
+        scores = record(onnx.load(str(prepared.source)), feeds(calibration))
+        if scores is not None:
+            prepared.metadata["score_range"] = scores
     return prepared
 
 
@@ -341,10 +348,10 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
         # the samples of one collection fails when its shape varies (NMS keeps a
         # different number of boxes per image; calibration at several shape profiles).
         extra.setdefault("CalibStridedMinMax", 1)
-    from edgebuild.passes.ort_histograms import empty_tensors_skipped
+    from edgebuild.passes.ort_histograms import streamed_histograms
 
     try:
-        with empty_tensors_skipped():
+        with streamed_histograms():
             quantize_static(
                 source, destination, _Reader(calibration), quant_format=QuantFormat.QDQ,
                 op_types_to_quantize=p.op_types, per_channel=p.per_channel,
@@ -455,6 +462,7 @@ class KeptFloat:
     kept: list[str]
     scored: list[tuple[str, float]]
     seconds: float
+    stopped: str = ""  # why a search that found nothing ended: iterations, seconds, layers
 
     @property
     def ranking(self) -> list[str]:
@@ -464,6 +472,7 @@ class KeptFloat:
         return {"steps": [{k: v for k, v in step.items() if k != "score"}
                           for step in self.steps],
                 "kept_in_float": self.kept,
+                **({"stopped": self.stopped} if self.stopped else {}),
                 "most_sensitive": [{"node": n, "output_error": round(e, 5)}
                                    for n, e in self.scored[:10]]}
 
@@ -518,7 +527,10 @@ def keep_float_search(prepared: Prepared, destination: Path, p: QuantizeParams,
         while True:
             if exhausted() or low >= len(ranking):
                 shutil.copyfile(best_failed, destination)
-                return KeptFloat(False, steps, [], scored, time.monotonic() - started)
+                stopped = ("layers" if low >= len(ranking) else
+                           "iterations" if len(steps) >= max_iterations else "seconds")
+                return KeptFloat(False, steps, [], scored, time.monotonic() - started,
+                                 stopped)
             if passes(count):
                 high = count
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from edgebuild.plan.planner import Plan, own_stages
 from edgebuild.plan.resolve import StageState, StageStatus
@@ -54,7 +55,34 @@ def _text(plan: Plan, status: dict[str, StageStatus]) -> str:
         after = f"  <- {', '.join(stage.upstream)}" if stage.upstream else ""
         extra = "  (implicit)" if stage.implicit else ""
         lines.append(f"  {state:<7} {_label(plan, stage.id):<{width}}{after}{extra}")
-    return "\n".join(lines)
+    return "\n".join(lines + cached_warnings(plan, status))
+
+
+def cached_warnings(plan: Plan, status: dict[str, StageStatus]) -> list[str]:
+    """What a cached stage found out about the recipe that no check at load time can
+    (a quantize stage's calibration data never reaching the detector's threshold:
+    passes/score_range.py): known now, before the run that would fail on it."""
+    from edgebuild.core.thresholds import gate_sentences
+
+    def record(stage_id: str) -> dict[str, Any] | None:
+        found = status[stage_id].artifact if stage_id in status else None
+        value = found.metadata.get("score_range") if found is not None else None
+        return value if isinstance(value, dict) else None
+
+    said: dict[str, list[str]] = {}  # stage id -> sentences, each once
+    for stage in plan.order():
+        warning = (record(stage.id) or {}).get("warning")
+        if warning:
+            said.setdefault(stage.id, []).append(warning)
+    for name, stages in plan.targets.items():  # a gate's threshold above the range seen
+        entry = plan.recipe.recipe.targets.get(name)
+        for gate in entry.gates.accuracy_gates if entry is not None else []:
+            for stage_id in stages.chain:
+                for sentence in gate_sentences(record(stage_id), gate):
+                    if sentence not in said.get(stage_id, []):
+                        said.setdefault(stage_id, []).append(sentence)
+    return [f"warning: {stage_id} (cached): {sentence}"
+            for stage_id, sentences in said.items() for sentence in sentences]
 
 
 def _owned(plan: Plan) -> dict[str, tuple[str, str]]:

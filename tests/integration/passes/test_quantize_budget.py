@@ -183,3 +183,19 @@ def test_a_step_that_breaks_on_the_graph_is_skipped_with_its_error(
     message = info.value.message
     assert "bias_correction:" in message, "the step after the broken one ran"
     assert "equalize failed on this model (RuntimeError: no interval for this graph)" in message
+
+
+def test_the_advice_names_only_what_was_not_tried_and_passes_when_applied(
+        tmp_path: Path, fashion_onnx: Artifact) -> None:
+    """keep_float in the steps, stopped by max_iterations: the hint says to raise it (main
+    said "add `keep_float` to budget.steps", which the steps held), and doing so passes."""
+    gate = {"min_top1_agreement": 99, "min_cosine": 0.99999}
+    with pytest.raises(StageError, match="no INT8 configuration passed") as info:
+        budgeted(tmp_path / "one", fashion_onnx, gate, steps=["keep_float"], max_iterations=1)
+    hint = info.value.hint
+    assert "add `keep_float`" not in hint, hint
+    assert "raise budget.max_iterations (1)" in hint, hint
+    model, record = budgeted(tmp_path / "eight", fashion_onnx, gate, steps=["keep_float"],
+                             max_iterations=8)
+    assert record["chosen"] == "keep float", record
+    assert rejudged(tmp_path, model, fashion_onnx.main, gate)
