@@ -181,7 +181,7 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
         result.message += "; " + clipped[0]
     if layers and "cannot compare" not in result.message:
         result.details["layers"] = layers
-        if result.counts_as_failure and not clipped:
+        if result.counts_as_failure and not clipped and not result.details.get("refused"):
             result.message += "; " + _explain(layers)
     return result
 

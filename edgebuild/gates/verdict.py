@@ -79,6 +79,9 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
     head = f"on {n} {counted} of '{gate.dataset}'{of}" + (f" [{where}]" if where else "")
     refusal = _refusal(found, gate)
     if refusal is not None:
+        # "refused:": the gate as written cannot judge this output (a build's error is
+        # not the cause, so no layer is blamed: evaluate.py reads `refused`).
+        details = {**details, "refused": refusal.startswith("refused:")}
         return GateResult(target=target, gate=name, status=GateStatus.FAILED,
                           counts_as_failure=True, measured=metrics, limits=limits,
                           details=details, message=f"{head}: {refusal}")

@@ -107,6 +107,7 @@ def test_agreement_on_a_sparse_map_is_refused_and_its_hint_gates_the_region(
     assert nothing.measured["decision_agreement"] > 97  # what used to pass it
     assert nothing.measured["reference_positive"] < 5
     assert not nothing and "refused: FP32 is above threshold 0.4 on 2.21 %" in nothing.message
+    assert nothing.details["refused"] is True
     # The refusal is for agreement itself: the faithful build is refused too.
     assert not judged(project(tmp_path, OLD), builds, "text")
     fixed = hinted(nothing.message, OLD)
@@ -131,6 +132,8 @@ def test_the_region_gate_through_the_pipeline(tmp_path: Path) -> None:
     report = api.run(project(tmp_path, OLD), options)
     gates = {t.name: g for t in report.targets for g in t.gates}
     assert report.exit_code == 1 and all("refused" in g.message for g in gates.values())
+    # The gate cannot judge the output: no layer of the build is blamed for that.
+    assert not any("diverges" in g.message for g in gates.values()), gates
     report = api.run(project(tmp_path, hinted(gates["int8-blank"].message, OLD)), options)
     gates = {t.name: g for t in report.targets for g in t.gates}
     assert gates["int8-text"], gates["int8-text"].message
