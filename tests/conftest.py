@@ -14,6 +14,17 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_module(path: Path, name: str | None = None) -> Any:
+    """A Python file (a test model, a recipe's model) as a fresh module, by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 FASHION = Path("/usr/share/datasets/fashion-mnist")  # Debian dataset-fashion-mnist
 
 

@@ -29,8 +29,8 @@ datasets:
     stream: {axis: 1, hop: 512}
 """.replace("{repo}", str(REPO))
 
-RECIPE = """\
-name: gru-stream
+# gru_step's model, its state pair and its stream of features: the head of a recipe.
+GRU_HEAD = """\
 model: {onnx: gru.onnx}
 inputs:
   - {name: x, shape: [1, 40], dtype: float32}
@@ -40,6 +40,9 @@ state:
   - {input: h, output: hn}
 datasets:
   feats: {kind: npz, path: feats.npz, arrays: {x: x}, stream: {axis: 1, hop: 40}}
+"""
+
+RECIPE = "name: gru-stream\n" + GRU_HEAD + """\
 targets:
   TARGET:
     gates:

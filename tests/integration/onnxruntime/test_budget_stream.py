@@ -13,22 +13,12 @@ import pytest
 
 from edgebuild import api
 from edgebuild.execute.policy import FailurePolicy
-from tests.integration.stream_models import FEATURES, HIDDEN, STEPS, gru_step
+from tests.integration.stream_models import FEATURES, GRU_HEAD, HIDDEN, STEPS, gru_step
 
 pytest.importorskip("onnxruntime")
 pytestmark = [pytest.mark.onnxruntime, pytest.mark.slow]
 
-RECIPE = """\
-name: gru-budget
-model: {onnx: gru.onnx}
-inputs:
-  - {name: x, shape: [1, 40], dtype: float32}
-  - {name: h, shape: [1, 64], dtype: float32, batch_axis: null}
-outputs: [p, hn]
-state:
-  - {input: h, output: hn}
-datasets:
-  feats: {kind: npz, path: feats.npz, arrays: {x: x}, stream: {axis: 1, hop: 40}}
+RECIPE = "name: gru-budget\n" + GRU_HEAD + """\
   steps: {kind: npz, path: steps.npz, arrays: {x: x, h: h}}
 targets:
   met:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import edgebuild
+from tests.conftest import edgebuild, load_module
 
 torch = pytest.importorskip("torch", reason="the test model is a PyTorch module")
 pytest.importorskip("onnxruntime", reason="the ONNX Runtime backend needs onnxruntime")
@@ -40,13 +40,7 @@ targets:
 
 
 def _module() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("yolo_head_gate", MODEL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(MODEL)
 
 
 def head_outputs() -> np.ndarray:

@@ -12,7 +12,6 @@ the sentence's advice, applied — the same build finds FP32's boxes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 
 from edgebuild.errors import StageError
 from edgebuild.passes.quantize import Quantize, QuantizeParams
-from tests.conftest import edgebuild
+from tests.conftest import edgebuild, load_module
 from tests.integration.passes.conftest import as_artifact, context
 
 torch = pytest.importorskip("torch", reason="the test model is a PyTorch module")
@@ -40,11 +39,7 @@ GATE = {"dataset": "bright", "task": "detection", "boxes": "boxes", "scores": "s
 
 
 def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("yolo_head_gate", MODEL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(MODEL)
 
 
 def _photos() -> np.ndarray:

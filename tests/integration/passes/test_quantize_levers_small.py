@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.passes.quantize import Quantize, QuantizeParams
+from tests.conftest import load_module
 from tests.integration.passes.conftest import as_artifact, context
 
 torch = pytest.importorskip("torch", reason="the test models are PyTorch modules")
@@ -30,11 +30,7 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 def _module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, MODELS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(MODELS / f"{name}.py")
 
 
 def _export(module: Any, folder: Path, shape: list[int], name: str) -> Artifact:
