@@ -1,9 +1,10 @@
 """A threshold on scores against the largest score INT8 calibration saw (issue 40, item 1).
 
-Static INT8 clips each activation to its calibrated range, so a score can never rise
-above the largest one the calibration data produced. When that is below the
-threshold a detector's NMS keeps boxes above, the build finds nothing on any image;
-when it is below a gate's threshold, every score the gate relies on is capped. The
+Static INT8 clips each activation to its calibrated range, so a score made by INT8
+layers cannot rise far above the largest one the calibration data produced (float
+layers after the clip can still move it: never_above). When that is below the
+threshold a detector's NMS keeps boxes above, the build finds few boxes or none;
+when it is below a gate's threshold, the scores the gate relies on are capped. The
 quantize stage records both figures (`score_range` in its metadata,
 passes/score_range.py); this module turns them into the one sentence a user can act
 on. It is in core because the stage, the budget, a failing gate and `edgebuild plan`
