@@ -115,7 +115,9 @@ def test_agreement_on_a_sparse_map_is_refused_and_its_hint_gates_the_region(
         lost = judged(project(tmp_path, gate), builds, "blank")  # validate accepts it
         assert not lost and lost.measured["region_recall"] == 0.0, lost.message
         assert "failed: region_recall 0 < 95" in lost.message
-        assert "the build's map peaks at 0.0392" in lost.message
+        # The message names the build's peak (its INT8 value differs between CPUs' kernels).
+        assert f"the build's map peaks at {lost.measured['peak']:.3g}" in lost.message
+        assert lost.measured["peak"] < 0.4
         kept = judged(project(tmp_path, gate), builds, "text")
         assert kept and kept.measured["region_recall"] == 100.0, kept.message
         assert kept.measured["region_iou"] > 95
