@@ -42,6 +42,10 @@ class LoadedYaml:
         return Location(self.file, line, column), path
 
 
+# libyaml's composer when PyYAML was built with it: the same nodes and marks, 15x faster
+# than the pure-Python one (a cached run parses the recipe and every target profile).
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 MERGE_TAG = "tag:yaml.org,2002:merge"
 PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
@@ -51,6 +55,7 @@ PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 MAX_BYTES = 1_000_000
 MAX_VALUES = 100_000  # values built, aliases expanded
 MAX_DEPTH = 50
+TOO_DEEP = f"nested too deeply to parse (more than {MAX_DEPTH} levels are never needed)"
 
 
 class _TooLarge(Exception):
@@ -203,10 +208,13 @@ def parse_yaml(text: str, file: str) -> LoadedYaml:
         raise RecipeError([Problem(Location(file), "", f"larger than {MAX_BYTES:,} bytes",
                                    "a recipe is a short, reviewable file")])
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        if "nesting depth" in str(exc.problem):  # libyaml's own guard (1,000 levels)
+            raise RecipeError([Problem(Location(file, *_too_deep_at(text)), "", TOO_DEEP)]
+                              ) from None
         raise RecipeError(
             [Problem(Location(file, line, column), "", f"not valid YAML: {exc.problem}")]
         ) from None
@@ -216,9 +224,8 @@ def parse_yaml(text: str, file: str) -> LoadedYaml:
                                    f"character {exc.character!r} is not allowed in YAML",
                                    "remove control characters from the file")]) from None
     except RecursionError:
-        raise RecipeError([Problem(Location(file, *_too_deep_at(text)), "",
-                                   f"nested too deeply to parse (more than {MAX_DEPTH} levels "
-                                   "are never needed)")]) from None
+        raise RecipeError([Problem(Location(file, *_too_deep_at(text)), "", TOO_DEEP)]
+                          ) from None
     except yaml.YAMLError as exc:
         raise RecipeError([Problem(Location(file, 1, 1), "", f"not valid YAML: {exc}")]
                           ) from None

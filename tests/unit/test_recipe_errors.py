@@ -216,3 +216,24 @@ def test_a_grid_value_cannot_make_a_candidate_name_too_long(tmp_path: Path) -> N
         "NAME", f"ort: {{grid: {{options.graph_optimization_level: [basic, {long}]}}}}"))
     assert "r.yaml:14:" in problem and "candidates.ort.grid" in problem
     assert "has 304 characters; at most 100" in problem
+
+
+def test_libyaml_and_pure_python_agree_on_every_shipped_file(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """The C composer (fast) gives the values and the line/column of every key that the
+    pure-Python one gives, on every recipe and profile the project ships."""
+    import yaml
+
+    from edgebuild.recipe import yaml_loader
+
+    if not yaml.__with_libyaml__:
+        pytest.skip("PyYAML built without libyaml: only the pure-Python composer is used")
+    root = Path(__file__).resolve().parents[2]
+    files = sorted([*root.glob("recipes/**/*.yaml"), *root.glob("targets/*.yaml")])
+    assert len(files) > 5
+    for file in files:
+        text = file.read_text()
+        monkeypatch.setattr(yaml_loader, "LOADER", yaml.CSafeLoader)
+        fast = parse_yaml(text, str(file))
+        monkeypatch.setattr(yaml_loader, "LOADER", yaml.SafeLoader)
+        assert parse_yaml(text, str(file)) == fast, file
