@@ -174,7 +174,6 @@ def ci_mode(flag: bool | None) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.execute.policy import FailurePolicy
-    from edgebuild.plan.planner import build_plan, select_targets
     from edgebuild.run.summary import stage_summary
 
     cluster = cluster_spec(args)
@@ -186,12 +185,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.stage_timeout is not None and not args.stage_timeout > 0:
         raise EdgebuildError(f"--stage-timeout {args.stage_timeout:g}: a number of seconds > 0")
     loaded = api.load(args.recipe)
-    only = select_targets(loaded, args.target) if args.target else None
-    total = len(build_plan(loaded, only=only).graph)
     options = api.RunOptions(
         out=args.out, cache_dir=args.cache_dir, jobs=args.jobs,
         policy=FailurePolicy.KEEP_GOING if args.keep_going else FailurePolicy.FAIL_FAST,
-        progress=None if args.quiet else ProgressPrinter(total), baseline=args.baseline,
+        progress=None if args.quiet else ProgressPrinter(), baseline=args.baseline,
         cluster=cluster,
         shared_cache=args.shared_cache or os.environ.get("EDGEBUILD_SHARED_CACHE") or None,
         shared_cache_trust=args.shared_cache_trust or [],

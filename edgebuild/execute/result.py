@@ -6,10 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.plan.stage import Stage
+
+if TYPE_CHECKING:
+    from edgebuild.plan.planner import Plan
 
 
 class Outcome(StrEnum):
@@ -50,4 +53,5 @@ class ExecutionResult:
         return [r for r in self.runs.values() if r.outcome is Outcome.FAILED]
 
 
-Progress = Callable[[str, StageRun | Stage], None]
+# ("planned", the plan) once, then ("start", a stage) and ("end", its run) per stage.
+Progress = Callable[[str, "StageRun | Stage | Plan"], None]

@@ -56,7 +56,7 @@ class RunOptions:
     cache_dir: Path | None = None
     jobs: int = 1
     policy: FailurePolicy = FailurePolicy.FAIL_FAST
-    progress: Progress | None = None  # called with ('start'|'end', stage or run)
+    progress: Progress | None = None  # ('planned', plan), then ('start'|'end', stage or run)
     baseline: Path | None = None  # report.json of an earlier run: A/B latency comparison
     # A Dask cluster to run stages on: "local[:N]" or "tls://HOST:PORT" (or a parsed
     # ClusterSpec with TLS files); None: this machine's worker processes
@@ -116,6 +116,8 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
             name: info.backend for name, info in loaded.targets.items()})
     only = select_targets(loaded, options.targets) if options.targets else None
     built = build_plan(loaded, baselines, only, options.profiling)
+    if options.progress is not None:
+        options.progress("planned", built)
     store = Store(cache_dir)
     resolver = KeyResolver(built, store)
     # User mistakes in files and datasets surface here, before any work starts.

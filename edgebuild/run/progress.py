@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from edgebuild.execute.result import StageRun
+    from edgebuild.plan.planner import Plan
     from edgebuild.plan.stage import Stage
 
 
@@ -22,14 +23,18 @@ def one_line(text: str) -> str:
 class ProgressPrinter:
     """One line per stage event on stderr, never redrawn: fine in a terminal and in CI logs."""
 
-    def __init__(self, total: int) -> None:
-        self.total = total
+    def __init__(self, total: int = 0) -> None:
+        self.total = total  # the driver says it ("planned"): the CLI need not plan twice
         self.done = 0
 
-    def __call__(self, event: str, item: StageRun | Stage) -> None:
+    def __call__(self, event: str, item: StageRun | Stage | Plan) -> None:
         from edgebuild.execute.result import StageRun
+        from edgebuild.plan.stage import Stage
 
-        if event == "start" and not isinstance(item, StageRun):
+        if event == "planned" and not isinstance(item, StageRun | Stage):
+            self.total = len(item.graph)
+            return
+        if event == "start" and isinstance(item, Stage):
             print(f"        run     {item.id} ...", file=sys.stderr, flush=True)
             return
         if not isinstance(item, StageRun):

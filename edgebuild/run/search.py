@@ -141,9 +141,9 @@ class _Waves:
     def execute(self, sub: Plan) -> None:
         done = set(self.result.runs)
 
-        def forward(event: str, item: StageRun | Stage) -> None:
+        def forward(event: str, item: StageRun | Stage | Plan) -> None:
             stage = item.stage if isinstance(item, StageRun) else item
-            if stage.id not in done:
+            if isinstance(stage, Stage) and stage.id not in done:
                 self.progress(event, item)
 
         executed = self.make_executor(forward).execute(sub, self.resolver)

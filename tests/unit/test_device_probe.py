@@ -8,6 +8,7 @@ would, and the run must then say it built nothing (issue 27, item 6).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,6 +110,10 @@ def test_a_cached_run_with_an_absent_phone_starts_no_worker(
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads((out / "report.json").read_text())
     stages = {s["id"]: s for s in report["stages"]}
+    # The counter's total is the plan's size, as the driver planned it (the CLI no longer
+    # plans a second time to learn it).
+    counters = re.findall(r"^\[\s*\d+/(\d+)\]", first.stderr, re.MULTILINE)
+    assert counters and {int(total) for total in counters} == {len(stages)}, first.stderr
     # No worker ran: a worker-run stage records when it started (LocalExecutor).
     assert {s["id"] for s in stages.values() if s["started"] > 0} == busy
     assert {s["id"] for s in stages.values() if not s["cached"]} == \
