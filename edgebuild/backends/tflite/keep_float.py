@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from edgebuild.backends.tflite.backend import TfliteOptions
     from edgebuild.core.artifact import Artifact
     from edgebuild.data.loaders import Samples
-    from edgebuild.passes.int8_safety import FloatNodes
+    from edgebuild.quant.safety import FloatNodes
 
 RANGE_SAMPLES = 32  # calibration samples that measure the mixed-range rule's ranges
 # ONNX ops TFLite quantizes with their input's scale: a mixed-range node's scale would
@@ -83,7 +83,7 @@ def choose(model: Artifact, options: TfliteOptions, samples: Samples | None,
     import onnx
 
     from edgebuild.core.paths import confined
-    from edgebuild.passes.int8_safety import float_nodes
+    from edgebuild.quant.safety import float_nodes
 
     converted = model.metadata.get("converted_onnx")
     layers_file = model.metadata.get("layers_file")
