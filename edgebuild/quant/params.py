@@ -10,7 +10,7 @@ int8 activations and places Q/DQ its own way: `preset: tensorrt` sets both
 (TENSORRT_PRESET below, docs/backends-tensorrt.md).
 
 The JSON dump of `QuantizeParams` (field names, order, defaults) is part of every
-quantize stage's cache key: tests/unit/test_quantize_params_dump.py pins it.
+quantize stage's cache key: tests/unit/test_int8_params_dump.py pins it.
 """
 
 from __future__ import annotations
