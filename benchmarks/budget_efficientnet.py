@@ -19,8 +19,8 @@ from pydantic import TypeAdapter
 
 from edgebuild.data.loaders import Samples, load_dataset
 from edgebuild.errors import StageError
-from edgebuild.passes import quantize_budget as qb
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.params import QuantizeParams
+from edgebuild.quant.search import budget as qb
 from edgebuild.recipe.datasets import DatasetSpec
 from tests.integration.passes import efficientnet as en
 

@@ -133,10 +133,10 @@ def ort_runner(path: Path, threads: int) -> Runner:
 def ort_static_int8(fp32: Path, out: Path, photos: Samples) -> Path:
     from onnxruntime.quantization import QuantFormat, quantize_static
 
-    from edgebuild.passes.quantize_impl import _Reader
+    from edgebuild.quant.engines.ort import CalibrationReader
 
     destination = out / "ort-int8-qdq.onnx"
-    quantize_static(fp32, destination, _Reader(photos), quant_format=QuantFormat.QDQ,
+    quantize_static(fp32, destination, CalibrationReader(photos), quant_format=QuantFormat.QDQ,
                     per_channel=True)
     return destination
 

@@ -5,7 +5,7 @@
 
 Builds the quickstart model (recipes/quickstart.yaml: `export-onnx` +
 `onnx-optimize`, or `--model`), then quantizes it once per row of LEVERS with
-the `quantize` pass's own code (edgebuild/passes/quantize_impl.py) and reports:
+the `quantize` pass's own code (edgebuild/quant/prepare.py) and reports:
 
 - top-1 agreement with the FP32 model on the *calibration* photos and on the
   *held-out* photos, and the mean cosine of the logits on the held-out ones.
@@ -159,9 +159,11 @@ def build(name: str, params: dict[str, Any], source: Path, calibration: Samples,
           out: Path) -> tuple[Path, dict[str, Any]]:
     import onnx
 
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes.quantize import QuantizeParams
-    from edgebuild.passes.quantize_sensitivity import QUANTIZABLE
+    from edgebuild.quant.params import QuantizeParams
+    from edgebuild.quant.prepare import prepare, quantize_prepared
+    from edgebuild.quant.samples import first
+    from edgebuild.quant.search import accuracy_aware
+    from edgebuild.quant.search.sensitivity import QUANTIZABLE
 
     if params.get("exclude_nodes") == "PREFIX12":
         graph = onnx.load(str(source)).graph
@@ -175,13 +177,14 @@ def build(name: str, params: dict[str, Any], source: Path, calibration: Samples,
         scratch = Path(work)
         started = time.monotonic()
         calib = calibration if p.calibration_samples >= len(calibration) else \
-            impl.first(calibration, p.calibration_samples)
-        prepared = impl.prepare(source, p, calib, scratch)
+            first(calibration, p.calibration_samples)
+        prepared = prepare(source, p, calib, scratch)
         meta: dict[str, Any] = {}
         if p.accuracy_aware is not None:
-            meta = impl.accuracy_aware(prepared, destination, p, calib, calibration, scratch)
+            meta = accuracy_aware.accuracy_aware(prepared, destination, p, calib, calibration,
+                                                 scratch)
         else:
-            impl.quantize_prepared(prepared, destination, p, calib, p.exclude_nodes, scratch)
+            quantize_prepared(prepared, destination, p, calib, p.exclude_nodes, scratch)
         meta.update(prepared.metadata, seconds=round(time.monotonic() - started, 1))
     print(f"  built {name} in {meta['seconds']} s", file=sys.stderr, flush=True)
     return destination, meta

@@ -5,7 +5,7 @@
         "params": {"reduce_range": "auto"}, "exclude": 4}'       # one, also on the HTP emulator
 
 The quickstart model (tests/integration/passes/efficientnet.py builds it with the real
-passes) quantized by the `quantize` pass's own code (quantize_impl: explicit parameters,
+passes) quantized by the `quantize` pass's own code (quant/prepare.py: explicit parameters,
 no search): per-channel int8 weights, minmax calibration on the recipe's 91 `calibration`
 photos, bias correction, the first `exclude` weight layers kept float. Each Q/DQ model is
 then run as the consumers run it, and compared with FP32 ONNX Runtime on all 117 photos
@@ -91,8 +91,8 @@ def quantize(fp32: Path, destination: Path, params: dict[str, Any], calib: Any, 
              prepared: dict[str, Any]) -> None:
     """The quantize pass's code path; bias shifts measured once per configuration (the
     exclusions aside), as the fidelity budget does."""
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant import prepare as prep
+    from edgebuild.quant.params import QuantizeParams
 
     p = QuantizeParams.model_validate({
         "mode": "static", "calibration": "calibration", "per_channel": True,
@@ -100,11 +100,11 @@ def quantize(fp32: Path, destination: Path, params: dict[str, Any], calib: Any, 
     key = json.dumps({k: v for k, v in params.items() if k != "exclude_nodes"}, sort_keys=True)
     if key not in prepared:
         scratch = work / f"scratch-{len(prepared)}"
-        prepared[key] = (impl.prepare(fp32, p, calib, scratch), scratch)
+        prepared[key] = (prep.prepare(fp32, p, calib, scratch), scratch)
     base, scratch = prepared[key]
-    chosen = impl._with_float_nodes(type(base)(base.source, base.path, dict(base.metadata),
+    chosen = prep._with_float_nodes(type(base)(base.source, base.path, dict(base.metadata),
                                                base.shifts, base.reduced), p, calib)
-    impl.quantize_prepared(chosen, destination, p, calib, chosen.exclude, scratch)
+    prep.quantize_prepared(chosen, destination, p, calib, chosen.exclude, scratch)
     base.shifts, base.reduced = chosen.shifts, chosen.reduced
 
 

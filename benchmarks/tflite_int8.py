@@ -96,7 +96,8 @@ def artifact(folder: Path, fmt: str, result: Any) -> Any:
 def corrected(fp32: Path, out: Path, params: dict[str, Any]) -> tuple[Path, Any]:
     """The quantize pass with `emit: corrected-float` (the float model, biases corrected)."""
     from edgebuild.core.artifact import Artifact
-    from edgebuild.passes.quantize import Quantize, QuantizeParams
+    from edgebuild.passes.quantize import Quantize
+    from edgebuild.quant.params import QuantizeParams
 
     p = QuantizeParams.model_validate({
         "mode": "static", "calibration": "calibration", "per_channel": True,

@@ -6,7 +6,7 @@ layers after the clip can still move it: never_above). When that is below the
 threshold a detector's NMS keeps boxes above, the build finds few boxes or none;
 when it is below a gate's threshold, the scores the gate relies on are capped. The
 quantize stage records both figures (`score_range` in its metadata,
-passes/score_range.py); this module turns them into the one sentence a user can act
+quant/score_range.py); this module turns them into the one sentence a user can act
 on. It is in core because the stage, the budget, a failing gate and `edgebuild plan`
 all say it.
 """

@@ -203,7 +203,7 @@ def _clipped_scores(gate: AccuracyGate, stages: TargetStages,
 
 def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:
     """Per-layer comparisons recorded by the target's passes (quantize's `layers`:
-    passes/layer_compare.py), by stage."""
+    quant/layer_compare.py), by stage."""
     found = {}
     for stage_id in stages.chain:
         run = execution.runs.get(stage_id)

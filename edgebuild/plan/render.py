@@ -61,7 +61,7 @@ def _text(plan: Plan, status: dict[str, StageStatus]) -> str:
 def cached_warnings(plan: Plan, status: dict[str, StageStatus]) -> list[str]:
     """What a cached stage found out about the recipe that no check at load time can
     (a quantize stage's calibration data never reaching the detector's threshold:
-    passes/score_range.py): known now, before the run that would fail on it."""
+    quant/score_range.py): known now, before the run that would fail on it."""
     from edgebuild.core.thresholds import gate_sentences
 
     def record(stage_id: str) -> dict[str, Any] | None:

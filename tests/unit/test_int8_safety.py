@@ -1,4 +1,4 @@
-"""The rules that decide which nodes INT8 leaves float (edgebuild/passes/int8_safety.py)."""
+"""The rules that decide which nodes INT8 leaves float (edgebuild/quant/safety.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from edgebuild.passes.int8_safety import (
+from edgebuild.quant.safety import (
     mixed_range_nodes,
     output_tail,
     quantizer_range,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebuild.passes.layer_compare import compare_layers, first_divergence, worst
+from edgebuild.quant.layer_compare import compare_layers, first_divergence, worst
 from tests.conftest import make_tiny_onnx
 
 pytest.importorskip("onnxruntime", reason="runs the models with onnxruntime")
@@ -38,7 +38,7 @@ def test_perturbed_weights_are_blamed_on_the_matmul(tmp_path: Path) -> None:
 
 def test_non_finite_layers_are_reported_apart_and_never_ranked() -> None:
     """NaN compares false with everything: a plain sort once ranked it the worst error."""
-    from edgebuild.passes.layer_compare import layer_error, non_finite
+    from edgebuild.quant.layer_compare import layer_error, non_finite
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((2, 8))

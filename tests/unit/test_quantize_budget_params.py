@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from edgebuild.errors import RecipeError
-from edgebuild.passes.quantize import DEFAULT_STEPS, QuantizeParams
-from edgebuild.passes.quantize_budget import headroom
+from edgebuild.quant.params import DEFAULT_STEPS, QuantizeParams
+from edgebuild.quant.search.budget import headroom
 from edgebuild.recipe.accuracy import AccuracyGate
 from edgebuild.recipe.loader import load_recipe
 

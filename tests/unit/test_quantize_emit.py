@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.params import QuantizeParams
 
 TFLITE = {"mode": "static", "calibration": "calib", "bias_correction": True,
           "activation_type": "int8", "emit": "corrected-float"}

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from edgebuild.backends.openvino.quantize import OpenVinoQuantizeParams
 from edgebuild.passes.ort_transformer import OrtTransformerParams, split_unsqueezes
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.params import QuantizeParams
 
 
 def test_transformer_preset_quantizes_only_the_weight_gemms() -> None:

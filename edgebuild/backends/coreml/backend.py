@@ -164,7 +164,7 @@ class CoreMlBackend(Backend):
 
 
 def kept_float(options: CoreMlOptions) -> dict[str, Any] | None:
-    """What the shared INT8 rules (passes/int8_safety.py) mean for this build, said in
+    """What the shared INT8 rules (quant/safety.py) mean for this build, said in
     the metadata like every other INT8 path's `kept_float`: compressed weights only,
     so the activation rules have nothing to exclude."""
     if options.weights == "none":

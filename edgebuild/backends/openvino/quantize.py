@@ -13,7 +13,7 @@ model — the same quantities the accuracy gate checks, in the same units
 between evaluations and fails the stage when exceeded: a build must end.
 
 Safe by default, as the quantize pass: the nodes edgebuild's INT8 rules keep float
-(passes/int8_safety.py — mixed-range Concat/Add, the output tail, a signal front end)
+(quant/safety.py — mixed-range Concat/Add, the output tail, a signal front end)
 go to NNCF as an `ignored_scope`, by the names OpenVINO gave them; a node OpenVINO's
 frontend fused away is listed under `kept_float.not_in_ir`, never dropped silently.
 
@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import BackendUnavailable, StageError
-from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
+from edgebuild.quant.safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,7 +102,7 @@ class OpenVinoQuantizeParams(BaseModel):
 
 class OpenVinoQuantize(Op):
     name = "openvino-quantize"
-    # 4: the INT8 rules' float nodes go to NNCF's ignored_scope (int8_safety.py)
+    # 4: the INT8 rules' float nodes go to NNCF's ignored_scope (quant/safety.py)
     version = 4
     target_specific = True  # the target's `shapes` option decides the IR's shapes
     Params = OpenVinoQuantizeParams
@@ -196,7 +196,7 @@ def _kept_float(model: Any, onnx_path: Any, calibration: Samples,
     """The INT8 rules' float nodes of the ONNX input, named as in the IR (`model`)."""
     import onnx
 
-    from edgebuild.passes.int8_safety import float_nodes
+    from edgebuild.quant.safety import float_nodes
 
     graph_model = onnx.load(str(onnx_path))
     probe = [calibration.feed(i) for i in range(min(RANGE_SAMPLES, len(calibration)))]

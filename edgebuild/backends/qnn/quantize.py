@@ -6,7 +6,7 @@ inserts the type conversions HTP needs between 8- and 16-bit tensors. Calibratio
 feeds the recipe's dataset, as the quantize pass does for other backends.
 
 Safe by default, as the quantize pass: the nodes edgebuild's INT8 rules keep float
-(passes/int8_safety.py — mixed-range Concat/Add, the output tail, a signal front
+(quant/safety.py — mixed-range Concat/Add, the output tail, a signal front
 end) are the recipe's `nodes_to_exclude`. The HTP has no float32 kernels: the QNN EP
 runs those nodes in fp16 on it (on the test detector all 68 nodes stayed on the HTP);
 one it refuses is in the partition report. The metadata's `kept_float` lists them and why.
@@ -45,7 +45,7 @@ def quantize_for_htp(source: Path, destination: Path, precision: str, samples: A
 
     import onnx
 
-    from edgebuild.passes.int8_safety import float_nodes
+    from edgebuild.quant.safety import float_nodes
 
     preprocessed = destination.with_name("preprocessed.onnx")
     upgraded = _opset_13(source, destination.with_name("opset13.onnx"))

@@ -24,7 +24,7 @@ from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-from edgebuild.passes.int8_safety import DEFAULT_BOUND, KeepFloat
+from edgebuild.quant.safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,7 +10,7 @@ calibration statistics, one calibration), then
 passes it (per-channel, input/output types) plus the denylist. The result has
 DEQUANTIZE before and QUANTIZE after each float op:
 
-    ONNX (converted.onnx) ─ int8_safety.float_nodes ─▶ Concat_2, Sigmoid_1, …
+    ONNX (converted.onnx) ─ quant.safety.float_nodes ─▶ Concat_2, Sigmoid_1, …
       ─ onnx2tf_layers.json ─▶ Keras layers raw, tf.math.sigmoid_1, …
       ─ calibrated .tflite op names `model/<layer>/<op>` ─▶ denylisted_nodes
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from edgebuild.backends.tflite.backend import TfliteOptions
     from edgebuild.core.artifact import Artifact
     from edgebuild.data.loaders import Samples
-    from edgebuild.passes.int8_safety import FloatNodes
+    from edgebuild.quant.safety import FloatNodes
 
 RANGE_SAMPLES = 32  # calibration samples that measure the mixed-range rule's ranges
 # ONNX ops TFLite quantizes with their input's scale: a mixed-range node's scale would
@@ -83,7 +83,7 @@ def choose(model: Artifact, options: TfliteOptions, samples: Samples | None,
     import onnx
 
     from edgebuild.core.paths import confined
-    from edgebuild.passes.int8_safety import float_nodes
+    from edgebuild.quant.safety import float_nodes
 
     converted = model.metadata.get("converted_onnx")
     layers_file = model.metadata.get("layers_file")

@@ -43,7 +43,7 @@ Two things onnx2tf does by itself are taken over here:
   quantizes. The layers each ONNX node became are recorded (`onnx2tf_layers.json`,
   read from onnx2tf's own node table), and the ONNX graph it converted is kept as
   `converted.onnx` (same node names, pinned shapes): full-integer INT8 runs the
-  shared INT8 rules (passes/int8_safety.py) on it and keeps those layers float
+  shared INT8 rules (quant/safety.py) on it and keeps those layers float
   (tflite/keep_float.py). That copy costs the ONNX model's size in the cache.
 - It transposes every input of rank >= 3 as if it were channels-first, also a recurrent
   state (`batch_axis: null`, kept as it is: `unbatched_inputs`), and applies a Slice that

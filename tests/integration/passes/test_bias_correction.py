@@ -11,9 +11,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edgebuild.data.loaders import Samples
-from edgebuild.passes import bias_correction as bc
-from edgebuild.passes import quantize_impl as impl
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.engine import quantize
+from edgebuild.quant.levers import bias_correction as bc
+from edgebuild.quant.params import QuantizeParams
+from edgebuild.quant.prepare import prepare, quantize_prepared
+from edgebuild.quant.samples import feeds, outputs
 from tests.integration.passes import mbconv
 
 pytest.importorskip("onnxruntime")
@@ -40,8 +42,8 @@ def test_shift_is_the_weight_error_times_the_input_mean(tmp_path: Path) -> None:
     samples = Samples({"x": x}, None, [str(i) for i in range(len(x))])
     p = QuantizeParams(mode="static", calibration="c", per_channel=False)
     qdq = tmp_path / "q.onnx"
-    impl.quantize(source, qdq, p, samples, [], tmp_path)
-    shifts = bc.measure_shifts(source, qdq, impl.feeds(samples))
+    quantize(source, qdq, p, samples, [], tmp_path)
+    shifts = bc.measure_shifts(source, qdq, feeds(samples))
     # Expected: (W_q - W) convolved with the data, averaged — without input rounding
     # this is the weight error times the input mean (padding zeros included).
     q = onnx.load(str(qdq))
@@ -71,15 +73,15 @@ def test_bias_correction_reduces_the_mean_output_error(tmp_path: Path) -> None:
     source = mbconv.build(tmp_path / "m.onnx")
     calibration = Samples({"x": mbconv.inputs(32, seed=1)}, None, ["-"] * 32)
     unseen = Samples({"x": mbconv.inputs(64, seed=2)}, None, ["-"] * 64)
-    reference = impl.outputs(source, unseen)
+    reference = outputs(source, unseen)
     shifts, metadata = {}, {}
     for corrected in (False, True):
         p = QuantizeParams(mode="static", calibration="c", per_channel=False,
                            reduce_range=True, bias_correction=corrected)
         work = tmp_path / f"work-{corrected}"
-        prepared = impl.prepare(source, p, calibration, work)
-        impl.quantize_prepared(prepared, tmp_path / "q.onnx", p, calibration, [], work)
-        got = impl.outputs(tmp_path / "q.onnx", unseen)
+        prepared = prepare(source, p, calibration, work)
+        quantize_prepared(prepared, tmp_path / "q.onnx", p, calibration, [], work)
+        got = outputs(tmp_path / "q.onnx", unseen)
         shifts[corrected] = float(np.abs((got - reference).mean(axis=0)).mean())
         metadata[corrected] = prepared.metadata
     assert shifts[True] < 0.6 * shifts[False], shifts

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from edgebuild.errors import StageError
-from edgebuild.passes.quantize import Quantize, QuantizeParams
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.params import QuantizeParams
 from tests.conftest import edgebuild, load_module
 from tests.integration.passes.conftest import as_artifact, context
 

@@ -11,7 +11,7 @@ import pytest
 from onnx import numpy_helper
 
 from edgebuild.core.artifact import Artifact
-from edgebuild.passes import equalize as eq
+from edgebuild.quant.levers import equalize as eq
 from tests.integration.passes import mbconv
 
 pytest.importorskip("onnxruntime")
@@ -41,7 +41,7 @@ def test_pairs_are_the_chains_that_can_be_rescaled(tmp_path: Path) -> None:
 
 
 def test_interval_bounds_contain_every_value(tmp_path: Path) -> None:
-    from edgebuild.passes.layer_compare import run_all
+    from edgebuild.quant.layer_compare import run_all
 
     source = mbconv.build(tmp_path / "m.onnx")
     bounds = eq.interval_bounds(onnx.load(str(source)),
@@ -110,17 +110,18 @@ def test_relu_network_equalizes_exactly(tmp_path: Path, fashion_onnx: Artifact) 
 def test_efficientnet_lite0_keeps_its_function(tmp_path: Path) -> None:
     """EfficientNet-Lite0 (ReLU6 everywhere) equalized in `exact` mode, on real photos."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="needs the quickstart model")
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.params import QuantizeParams
+    from edgebuild.quant.prepare import prepare
+    from edgebuild.quant.samples import outputs
     from tests.integration.passes.efficientnet import efficientnet_onnx, photos
 
     source = efficientnet_onnx(tmp_path)
     samples = photos(8)
     p = QuantizeParams(mode="static", calibration="photos", equalize={"clip": "exact"})
-    prepared = impl.prepare(source, p, samples, tmp_path / "work")
+    prepared = prepare(source, p, samples, tmp_path / "work")
     summary = prepared.metadata["equalize"]
     assert summary["pairs"] == 34 and summary["scaled_channels"] > 0
-    before, after = impl.outputs(source, samples), impl.outputs(prepared.path, samples)
+    before, after = outputs(source, samples), outputs(prepared.path, samples)
     assert np.max(np.abs(after - before)) <= 1e-4 * np.max(np.abs(before))
     assert summary["fp32_top1_agreement"] == 100.0
 

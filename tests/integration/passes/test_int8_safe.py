@@ -25,7 +25,8 @@ import onnxruntime as ort
 import pytest
 
 from edgebuild.core.artifact import Artifact
-from edgebuild.passes.quantize import Quantize, QuantizeParams
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.params import QuantizeParams
 from tests.conftest import REPO
 from tests.integration.passes.conftest import as_artifact, context
 

@@ -119,8 +119,8 @@ def test_histogram_calibration_of_a_graph_with_nms(setup: dict[str, Any], tmp_pa
 
     from edgebuild.data.loaders import Samples
     from edgebuild.gates.detection import iou_matrix
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.engine import quantize
+    from edgebuild.quant.params import QuantizeParams
 
     data = Path(skimage.__file__).parent / "data"
     photos = [np.asarray(letterbox(Image.open(data / name).convert("RGB"), 128, 128, 114))
@@ -129,7 +129,7 @@ def test_histogram_calibration_of_a_graph_with_nms(setup: dict[str, Any], tmp_pa
     samples = Samples({"image": np.stack([*photos, blank])}, None, ["a", "b", "c", "blank"])
     p = QuantizeParams(mode="static", calibration="c", method=method)
     quantized = tmp_path / f"{method}.onnx"
-    impl.quantize(setup["onnx"], quantized, p, samples, [], tmp_path)
+    quantize(setup["onnx"], quantized, p, samples, [], tmp_path)
 
     ops = {n.op_type for n in onnx.load(str(quantized)).graph.node}
     assert {"QuantizeLinear", "NonMaxSuppression"} <= ops
@@ -147,12 +147,12 @@ def test_calibration_without_a_single_detection_says_so(setup: dict[str, Any],
                                                         tmp_path: Path) -> None:
     from edgebuild.data.loaders import Samples
     from edgebuild.errors import StageError
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.engine import quantize
+    from edgebuild.quant.params import QuantizeParams
 
     blank = np.full((2, 128, 128, 3), 114, np.uint8)  # NMS keeps nothing on either
     p = QuantizeParams(mode="static", calibration="c", method="entropy")
     with pytest.raises(StageError) as raised:
-        impl.quantize(setup["onnx"], tmp_path / "q.onnx", p,
+        quantize(setup["onnx"], tmp_path / "q.onnx", p,
                       Samples({"image": blank}, None, ["a", "b"]), [], tmp_path)
     assert "empty on every calibration sample" in str(raised.value.hint)

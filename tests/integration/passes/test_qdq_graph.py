@@ -10,9 +10,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edgebuild.data.loaders import Samples
-from edgebuild.passes import quantize_impl as impl
-from edgebuild.passes.qdq_graph import u8s8_saturation
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant import engine
+from edgebuild.quant.engine import guarded_layers
+from edgebuild.quant.params import QuantizeParams
+from edgebuild.quant.prepare import prepare, quantize_prepared
+from edgebuild.quant.qdq_graph import u8s8_saturation
 from tests.integration.passes import mbconv
 
 pytest.importorskip("onnxruntime")
@@ -35,8 +37,8 @@ def test_float_layers_stay_float(tmp_path: Path) -> None:
     p = QuantizeParams(mode="static", calibration="c", exclude_nodes=["depthwise"],
                        reduce_range=True)
     unguarded, guarded = tmp_path / "unguarded.onnx", tmp_path / "guarded.onnx"
-    impl.quantize(source, guarded, p, calibration, ["depthwise"], tmp_path)
-    assert impl.guarded_layers(guarded) == ["depthwise"]
+    engine.quantize(source, guarded, p, calibration, ["depthwise"], tmp_path)
+    assert guarded_layers(guarded) == ["depthwise"]
     model = onnx.load(str(guarded))
     for node in list(model.graph.node):  # undo the guard to show what it prevents
         if node.name.endswith("__float_dq"):
@@ -106,8 +108,8 @@ def test_reduce_range_auto_reduces_only_saturating_layers(tmp_path: Path) -> Non
     calibration = Samples({"x": mbconv.inputs(16)}, None, ["-"] * 16)
     p = QuantizeParams(mode="static", calibration="c", reduce_range="auto",
                        saturation_tolerance=0.0)
-    prepared = impl.prepare(source, p, calibration, tmp_path / "work")
-    impl.quantize_prepared(prepared, tmp_path / "q.onnx", p, calibration, [], tmp_path / "work")
+    prepared = prepare(source, p, calibration, tmp_path / "work")
+    quantize_prepared(prepared, tmp_path / "q.onnx", p, calibration, [], tmp_path / "work")
     auto = prepared.metadata["reduce_range_auto"]
     assert set(auto["overflow_rate"]) == {"expand", "project", "head"}  # not the depthwise
     assert set(auto["reduced"]) == {n for n, r in auto["overflow_rate"].items() if r > 0}

@@ -11,7 +11,8 @@ import pytest
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.errors import DataError, StageError
-from edgebuild.passes.quantize import Quantize, QuantizeParams
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.params import QuantizeParams
 from tests.integration.passes.conftest import RECIPE, context, top1
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from onnx import TensorProto
 from pydantic import ValidationError
 
 from edgebuild.data.loaders import Samples
-from edgebuild.passes import quantize_impl as impl
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.params import QuantizeParams
+from edgebuild.quant.prepare import prepare, quantize_prepared
 from tests.integration.passes import mbconv
 
 pytest.importorskip("onnxruntime")
@@ -28,9 +28,9 @@ def quantized(tmp_path: Path, activation_type: str) -> tuple[Path, dict[str, Any
     p = QuantizeParams(mode="static", calibration="c", activation_type=activation_type,
                        bias_correction=True, exclude_nodes=["depthwise"])
     work = tmp_path / activation_type
-    prepared = impl.prepare(source, p, calibration, work)
+    prepared = prepare(source, p, calibration, work)
     out = tmp_path / f"{activation_type}.onnx"
-    impl.quantize_prepared(prepared, out, p, calibration, prepared.exclude, work)
+    quantize_prepared(prepared, out, p, calibration, prepared.exclude, work)
     return out, prepared.metadata
 
 

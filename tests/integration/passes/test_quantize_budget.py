@@ -10,8 +10,9 @@ import pytest
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.errors import StageError
-from edgebuild.passes.quantize import Quantize, QuantizeParams
-from edgebuild.passes.quantize_aimet import available as aimet_available
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.engines.aimet import available as aimet_available
+from edgebuild.quant.params import QuantizeParams
 from tests.integration.passes.conftest import context
 
 pytestmark = pytest.mark.slow
@@ -30,8 +31,8 @@ def budgeted(tmp_path: Path, model: Artifact, gate: dict[str, Any],
 
 def rejudged(tmp_path: Path, model: Path, source: Path, gate: dict[str, Any]) -> bool:
     """The written model, judged again from scratch by the gate's own verdict."""
-    from edgebuild.passes.quantize import BudgetGate
-    from edgebuild.passes.quantize_budget import Judge
+    from edgebuild.quant.params import BudgetGate
+    from edgebuild.quant.search.budget import Judge
 
     folder = tmp_path / "rejudge"
     folder.mkdir()
@@ -109,9 +110,9 @@ def test_keep_float_out_of_iterations_is_a_failure_too(
 
 def test_aimet_steps_are_skipped_with_the_reason_when_aimet_is_absent(
         tmp_path: Path, fashion_onnx: Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgebuild.passes import quantize_aimet
+    from edgebuild.quant.engines import aimet
 
-    monkeypatch.setattr(quantize_aimet, "available", lambda: False)
+    monkeypatch.setattr(aimet, "available", lambda: False)
     with pytest.raises(StageError, match="no INT8 configuration passed") as info:
         budgeted(tmp_path, fashion_onnx, {"max_abs_error": 0.0}, steps=["seq_mse", "adaround"])
     assert "Tried: as written:" in info.value.message
@@ -171,7 +172,7 @@ def test_a_step_that_breaks_on_the_graph_is_skipped_with_its_error(
         tmp_path: Path, fashion_onnx: Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lever that raises on a model (equalize's interval arithmetic died on PP-OCRv4's
     Constant nodes) is a step not taken, named with its error: the search goes on."""
-    from edgebuild.passes import equalize
+    from edgebuild.quant.levers import equalize
 
     def broken(*_: Any) -> Any:
         raise RuntimeError("no interval for this graph")

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from edgebuild.core.op import StageContext
 from edgebuild.execute.worker import context_from_recipe
-from edgebuild.passes.quantize import Quantize, QuantizeParams
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.params import QuantizeParams
 from tests.conftest import REPO
 from tests.integration.passes import mbconv
 from tests.integration.passes.conftest import as_artifact
@@ -89,11 +90,12 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Doubling overshoots (1, 2, 4, 8); bisection comes back to the smallest count that
     meets the budget (5 here), and the model shipped is that step's."""
-    from edgebuild.passes import quantize_impl as impl
-    from edgebuild.passes import quantize_sensitivity
+    from edgebuild.data.loaders import Samples
+    from edgebuild.quant.prepared import Prepared
+    from edgebuild.quant.search import accuracy_aware, sensitivity
 
-    # quantize_sensitivity binds quantize_prepared at its import: import it before the
-    # patch, or it would keep the fake for every later test.
+    # The search's own names are patched (accuracy_aware.quantize_prepared): sensitivity
+    # and the rest of the wing keep the real quantize_prepared for every later test.
     needed = 5
     ranking = [(f"n{i}", 1.0 - i / 10) for i in range(10)]
     built: list[int] = []
@@ -103,24 +105,24 @@ def test_accuracy_aware_finds_the_fewest_float_layers_by_bisection(
         built.append(len(exclude))
         destination.write_text(str(len(exclude)))
 
-    monkeypatch.setattr(impl, "quantize_prepared", fake_quantize)
-    monkeypatch.setattr(quantize_sensitivity, "isolated_sensitivity", lambda *a, **k: ranking)
-    monkeypatch.setattr(impl, "outputs", lambda path, samples: np.zeros((1, 2)))
-    monkeypatch.setattr(impl, "drop", lambda reference, candidate, labels, metric:
+    monkeypatch.setattr(accuracy_aware, "quantize_prepared", fake_quantize)
+    monkeypatch.setattr(sensitivity, "isolated_sensitivity", lambda *a, **k: ranking)
+    monkeypatch.setattr(accuracy_aware, "outputs", lambda path, samples: np.zeros((1, 2)))
+    monkeypatch.setattr(accuracy_aware, "drop", lambda reference, candidate, labels, metric:
                         0.0 if built[-1] >= needed else 10.0)
     p = QuantizeParams(mode="static", calibration="c",
                        accuracy_aware={"dataset": "e", "max_drop": 1, "max_iterations": 12})
-    prepared = impl.Prepared(tmp_path / "m.onnx", tmp_path / "m.onnx")
-    calibration = impl.Samples({"x": np.zeros((1, 1))}, None, ["-"])
-    meta = impl.accuracy_aware(prepared, tmp_path / "out.onnx", p, calibration, calibration,
-                               tmp_path)
+    prepared = Prepared(tmp_path / "m.onnx", tmp_path / "m.onnx")
+    calibration = Samples({"x": np.zeros((1, 1))}, None, ["-"])
+    meta = accuracy_aware.accuracy_aware(prepared, tmp_path / "out.onnx", p, calibration,
+                                         calibration, tmp_path)
     assert [s["kept_in_float"] for s in meta["steps"]] == [0, 1, 2, 4, 8, 6, 5]
     assert meta["kept_in_float"] == ["n0", "n1", "n2", "n3", "n4"]
     assert (tmp_path / "out.onnx").read_text() == "5"
 
 
 def test_sensitivity_quantizes_a_conv_with_its_folded_activation(tmp_path: Path) -> None:
-    from edgebuild.passes.quantize_sensitivity import fused_activations
+    from edgebuild.quant.search.sensitivity import fused_activations
 
     graph = onnx.load(str(mbconv.build(tmp_path / "m.onnx"))).graph
     assert fused_activations(graph) == {"expand": ["expand_clip"],

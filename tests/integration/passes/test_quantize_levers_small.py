@@ -3,7 +3,7 @@
 - `method: percentile` / `entropy`: ONNX Runtime's histogram collector took its bin
   width from the first calibration sample, which edgebuild feeds one at a time; a
   near-black first image then asked for ~10¹² bins (MemoryError: 36.3 GiB on a 2 MB
-  model in the issue) or "Too many bins for data range" (passes/ort_histograms.py).
+  model in the issue) or "Too many bins for data range" (quant/engines/ort_histograms.py).
 - `reduce_range: auto`, `bias_correction`, `equalize` on Conv1d (Silero VAD's layout,
   tests/models/conv1d_stack.py): "not enough values to unpack", a ReduceMean rank
   error, an AxisError — each written for Conv2d only.
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from edgebuild.core.artifact import Artifact
-from edgebuild.passes.quantize import Quantize, QuantizeParams
+from edgebuild.passes.quantize import Quantize
+from edgebuild.quant.params import QuantizeParams
 from tests.conftest import load_module
 from tests.integration.passes.conftest import as_artifact, context
 
@@ -88,7 +89,7 @@ def test_streamed_histograms_equal_onnx_runtimes_all_at_once() -> None:
     a bin, and keeps ORT's bin count (main grew it to the first sample's bin width)."""
     from onnxruntime.quantization.calibrate import HistogramCollector
 
-    from edgebuild.passes.ort_histograms import streamed_histograms
+    from edgebuild.quant.engines.ort_histograms import streamed_histograms
 
     rng = np.random.default_rng(0)
     samples = [rng.normal(0, s, 4000).astype(np.float32) for s in (1e-4, 1.0, 3.0, 0.5)]

@@ -26,7 +26,7 @@ from edgebuild.core.target import Target
 from edgebuild.data.loaders import Samples
 from edgebuild.errors import StageError
 from edgebuild.execute.worker import context_from_recipe
-from edgebuild.passes.quantize import QuantizeParams
+from edgebuild.quant.params import QuantizeParams
 from edgebuild.registry import load_backend
 from tests.conftest import make_tiny_onnx
 
@@ -126,19 +126,19 @@ def test_fp16_keeps_sensitive_ops_and_named_nodes(tmp_path: Path) -> None:
 def test_int8_needs_symmetric_int8_qdq(tmp_path: Path) -> None:
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from edgebuild.passes.quantize_impl import _Reader
+    from edgebuild.quant.engines.ort import CalibrationReader
 
     source = make_tiny_onnx(tmp_path / "tiny.onnx")
     with pytest.raises(StageError, match="has none") as none:
         compile_for_trt(source, tmp_path / "float", precision="int8")
     assert "preset: tensorrt" in none.value.hint
     asymmetric = tmp_path / "u8.onnx"
-    quantize_static(source, asymmetric, _Reader(samples()), quant_format=QuantFormat.QDQ,
+    quantize_static(source, asymmetric, CalibrationReader(samples()), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     with pytest.raises(StageError, match=r"symmetric int8 Q/DQ only.*is uint8"):
         compile_for_trt(asymmetric, tmp_path / "u8", precision="int8")
     symmetric = tmp_path / "s8.onnx"
-    quantize_static(source, symmetric, _Reader(samples()), quant_format=QuantFormat.QDQ,
+    quantize_static(source, symmetric, CalibrationReader(samples()), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
     facts = check_qdq(onnx.load(str(symmetric)))

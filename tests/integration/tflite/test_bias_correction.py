@@ -83,7 +83,8 @@ def nearest(bias: np.ndarray, candidates: list[tuple[np.ndarray, np.ndarray]]
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory, fashion_onnx: Artifact
            ) -> dict[str, Any]:
-    from edgebuild.passes.quantize import Quantize, QuantizeParams
+    from edgebuild.passes.quantize import Quantize
+    from edgebuild.quant.params import QuantizeParams
 
     root = tmp_path_factory.mktemp("tflite-bias")
     p = QuantizeParams.model_validate({

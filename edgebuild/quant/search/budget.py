@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.errors import StageError
-from edgebuild.passes import quantize_impl as impl
+from edgebuild.quant.prepare import prepare, quantize_prepared
+from edgebuild.quant.prepared import Prepared
+from edgebuild.quant.search.accuracy_aware import Verdict, keep_float_search
 
 if TYPE_CHECKING:
     from edgebuild.data.loaders import Samples
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.params import QuantizeParams
     from edgebuild.recipe.accuracy import AccuracyGate
 
 # What each step changes in the quantize params; `keep_float` is the search itself.
@@ -72,7 +74,7 @@ SHOWN = ("cosine", "top1_agreement", "decided_agreement", "top1", "psnr", "relat
 class Trial:
     name: str
     params: QuantizeParams
-    verdict: impl.Verdict
+    verdict: Verdict
     seconds: float
     kept: bool = False
     why: str = ""
@@ -166,7 +168,7 @@ class Judge:
         rows = values.reshape(len(values), -1) if values.ndim else values.reshape(1, -1)
         return int(np.sum((rows.max(axis=1) >= threshold) & (rows.max(axis=1) > 0)))
 
-    def __call__(self, model: Path) -> impl.Verdict:
+    def __call__(self, model: Path) -> Verdict:
         from edgebuild.gates.result import GateStatus
         from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
 
@@ -185,12 +187,12 @@ class Judge:
         record: dict[str, Any] = {"metrics": shown}
         if not passed:
             record["failed"] = result.message.partition("; failed: ")[2] or result.message
-        return impl.Verdict(passed, room, record)
+        return Verdict(passed, room, record)
 
 
 def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samples | None,
            evaluation: Samples, scratch: Path, state: Sequence[dict[str, Any]] = ()
-           ) -> tuple[impl.Prepared, QuantizeParams, dict[str, Any]]:
+           ) -> tuple[Prepared, QuantizeParams, dict[str, Any]]:
     """Try the budget's steps in order; write the first passing model to `destination`.
     `state`: the io's state pairs, carried step by step when `evaluation` is a stream.
 
@@ -202,15 +204,15 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     started = time.monotonic()
     judge = Judge(budget.gate, source, evaluation, scratch, state)
     trials: list[Trial] = []
-    best: tuple[Trial, impl.Prepared, Path] | None = None
+    best: tuple[Trial, Prepared, Path] | None = None
 
     def attempt(name: str, params: QuantizeParams) -> Trial:
         nonlocal best
         folder = scratch / f"{len(trials)}-{name}"  # calibration ranges cached per folder
         t0 = time.monotonic()
-        prepared = impl.prepare(source, params, calibration, folder)
+        prepared = prepare(source, params, calibration, folder)
         model = folder / "model.onnx"
-        impl.quantize_prepared(prepared, model, params, calibration, prepared.exclude, folder)
+        quantize_prepared(prepared, model, params, calibration, prepared.exclude, folder)
         trial = Trial(name, params, judge(model), time.monotonic() - t0)
         trials.append(trial)
         if best is None or trial.verdict.score > best[0].verdict.score:
@@ -293,7 +295,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
     return best[1], chosen.params, record
 
 
-def _refuse_clipped_scores(prepared: impl.Prepared, budget: Any, p: QuantizeParams,
+def _refuse_clipped_scores(prepared: Prepared, budget: Any, p: QuantizeParams,
                            judge: Judge, trial: Trial) -> None:
     """Stop before the levers when calibration never saw a score the detector (or the
     gate) needs: every lever calibrates on the same data, so none can raise the clip."""
@@ -350,7 +352,7 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
         return None
     current = base.model_dump(exclude_unset=True)
     if step in AIMET_STEPS:
-        from edgebuild.passes.quantize_aimet import available
+        from edgebuild.quant.engines.aimet import available
 
         if not available():
             skipped[step] = "aimet-onnx is not installed (pip install 'edgebuild[aimet]')"
@@ -366,7 +368,7 @@ def _stepped(base: QuantizeParams, step: str, skipped: dict[str, str]) -> Quanti
         return None
 
 
-def _keep_float(base: QuantizeParams, prepared: impl.Prepared, destination: Path,
+def _keep_float(base: QuantizeParams, prepared: Prepared, destination: Path,
                 calibration: Samples | None, evaluation: Samples, scratch: Path,
                 judge: Judge, budget: Any, trials: list[Trial], started: float) -> Trial | None:
     """The greedy last step: the fewest most-sensitive layers in float (keep_float_search)."""
@@ -374,11 +376,11 @@ def _keep_float(base: QuantizeParams, prepared: impl.Prepared, destination: Path
     folder.mkdir(parents=True, exist_ok=True)
     left = max(budget.max_seconds - (time.monotonic() - started), 1.0)
     t0 = time.monotonic()
-    found = impl.keep_float_search(prepared, destination, base, calibration, evaluation, folder,
-                                   judge, budget.max_iterations, left)
+    found = keep_float_search(prepared, destination, base, calibration, evaluation, folder,
+                              judge, budget.max_iterations, left)
     last = max(found.steps, key=lambda s: (s["passed"], -s["kept_in_float"] if s["passed"]
                                            else s["score"]))
-    verdict = impl.Verdict(bool(last["passed"]), float(last["score"]),
+    verdict = Verdict(bool(last["passed"]), float(last["score"]),
                            {k: last[k] for k in ("metrics", "failed") if k in last})
     trial = Trial("keep float", base, verdict, time.monotonic() - t0, kept=found.met)
     search = found.to_json()

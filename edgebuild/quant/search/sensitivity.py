@@ -1,10 +1,10 @@
 """Which layers quantization hurts: each candidate quantized alone, judged on the outputs.
 
-Split from quantize_impl.py (imported only inside the worker). `isolated_sensitivity`
-ranks layers for `accuracy_aware`; `layer_report` is the per-layer comparison kept in
-a quantize stage's metadata, whose `culprit` is the layer whose quantization alone
-does the most damage to any output channel (not the layer with the largest local
-error: a mixed-range output Concat hides behind the Sigmoid before it).
+`isolated_sensitivity` ranks layers for `accuracy_aware`; `layer_report` is the
+per-layer comparison kept in a quantize stage's metadata, whose `culprit` is the layer
+whose quantization alone does the most damage to any output channel (not the layer
+with the largest local error: a mixed-range output Concat hides behind the Sigmoid
+before it). Imported only inside the worker.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgebuild.data.loaders import Samples
-from edgebuild.passes.layer_compare import compare_layers, first_divergence, non_finite, worst
-from edgebuild.passes.quantize_impl import Prepared, feeds, first, quantize_prepared
+from edgebuild.quant.layer_compare import compare_layers, first_divergence, non_finite, worst
+from edgebuild.quant.prepare import quantize_prepared
+from edgebuild.quant.prepared import Prepared
+from edgebuild.quant.samples import feeds, first
 
 if TYPE_CHECKING:
     from edgebuild.core.op import StageContext
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.params import QuantizeParams
 
 
 QUANTIZABLE = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Concat",
@@ -98,7 +100,7 @@ def layer_report(source: Path, destination: Path, ctx: StageContext,
     `prepared` (INT8), `sensitivity` ranks the candidates by what quantizing each
     *alone* does to the graph outputs, and `culprit` is the first of them.
     """
-    from edgebuild.passes.torch_model import sample_inputs
+    from edgebuild.core.generated import sample_inputs
 
     if samples is not None:
         chosen = feeds(first(samples, count))
@@ -145,12 +147,12 @@ def output_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Sampl
     dominated by the wide part. So each candidate — every quantized node when
     there are few, else the top by local error plus the producers of the graph
     outputs — is quantized alone (with the Relu/Clip folded into it) and judged by
-    the largest relative error of any output channel (int8_safety.worst_slice_error).
+    the largest relative error of any output channel (safety.worst_slice_error).
     """
     import onnx
     import onnxruntime as ort
 
-    from edgebuild.passes.int8_safety import worst_slice_error
+    from edgebuild.quant.safety import worst_slice_error
 
     graph = onnx.load(str(prepared.path), load_external_data=False).graph
     allowed = set(p.op_types or QUANTIZABLE)

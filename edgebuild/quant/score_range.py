@@ -88,7 +88,7 @@ def record(model: Any, feeds: list[dict[str, np.ndarray]]) -> dict[str, Any] | N
     NMS's threshold against the largest score feeding it (`nms`), the largest value of
     each graph output (`outputs`, what a decision gate's threshold is compared with),
     and a `warning` sentence when an NMS can keep nothing."""
-    from edgebuild.passes.int8_safety import tensor_ranges
+    from edgebuild.quant.safety import tensor_ranges
 
     if not feeds:
         return None

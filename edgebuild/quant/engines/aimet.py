@@ -5,7 +5,7 @@ weights' rounding — Sequential MSE (a per-layer search of the weight scale tha
 minimises the layer's output error) or AdaRound (learned up/down rounding per
 weight, Nagel et al. 2020) — on the calibration samples, and exports the result as
 QDQ ONNX (`to_onnx_qdq`): the same representation ONNX Runtime's quantizer writes, and
-the one QNN consumes. The layers edgebuild keeps float (int8_safety, exclude_nodes,
+the one QNN consumes. The layers edgebuild keeps float (safety.py, exclude_nodes,
 the budget's keep_float) get no quantizer. Imported only inside the worker; the
 package is an optional extra (`pip install 'edgebuild[aimet]'`).
 """
@@ -19,7 +19,7 @@ from edgebuild.errors import StageError
 
 if TYPE_CHECKING:
     from edgebuild.data.loaders import Samples
-    from edgebuild.passes.quantize import QuantizeParams
+    from edgebuild.quant.params import QuantizeParams
 
 # edgebuild's calibration methods in AIMET's terms: TF-enhanced searches the range that
 # minimises the quantization noise (SQNR) of each tensor's histogram, which is what
@@ -51,7 +51,7 @@ def quantize(source: Path, destination: Path, p: QuantizeParams, calibration: Sa
     except ImportError as exc:
         raise StageError(f"quantize engine aimet needs the aimet-onnx package ({exc})",
                          INSTALL_HINT) from exc
-    from edgebuild.passes.quantize_impl import feeds
+    from edgebuild.quant.samples import feeds
 
     configs = Path(aimet_onnx.__file__).parent / "common" / "quantsim_config"
     config = "default_config_per_channel.json" if p.per_channel else "default_config.json"

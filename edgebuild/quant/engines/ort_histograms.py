@@ -4,7 +4,7 @@ ORT's `HistogramCollector` is written for one `collect()` of all the calibration
 (`quantize_static` without `CalibStridedMinMax`): the first call fixes each tensor's
 histogram — `num_bins` bins over the range of the data it is given — and later calls
 *add bins of that width* until the new values fit. edgebuild feeds one sample per call
-(quantize_impl: all samples at once held 22.6 GB for PP-PicoDet, and NMS outputs change
+(engines/ort.py: all samples at once held 22.6 GB for PP-PicoDet, and NMS outputs change
 shape between images), so the bin width came from the first sample alone: a tensor
 near 0 on the first image (a dark photo, a silent audio step) and larger later asked
 for billions of bins — 36.3 GiB for a 2 MB model (`percentile`), "Too many bins for
@@ -17,7 +17,7 @@ result is the histogram ORT builds from all the data at once — `num_bins` bins
 the whole range — within half a bin, in constant memory. Empty values (a detector's
 NMS keeping no box on one image; ORT's `np.nanmax` raised on them) and non-finite ones
 are left out; a tensor empty on every sample has no range, and the quantizer says so
-(`quantize_impl` turns that into a hint about the calibration images).
+(`engines/ort.py` turns that into a hint about the calibration images).
 """
 
 from __future__ import annotations

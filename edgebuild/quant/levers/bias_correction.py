@@ -20,14 +20,24 @@ So each layer's own shift is measured, not the shifts propagated from the
 layers before it, and all layers are measured in one pass. The float model's
 biases are then corrected (b -= shift) and the model is quantized again with
 the same activation ranges; the integer weights do not change.
+
+`bias_corrected` applies it to a prepared model: the shifts are measured on its
+first quantization and subtracted from the layers each later one quantizes;
+`corrected_float` writes that float model for a converter that quantizes itself.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from edgebuild.data.loaders import Samples
+    from edgebuild.quant.params import QuantizeParams
+    from edgebuild.quant.prepared import Prepared
 
 TWINNED = ("Conv", "Gemm")
 
@@ -174,3 +184,44 @@ def apply_shifts(model: Any, shifts: dict[str, np.ndarray]) -> int:
             continue
         changed += 1
     return changed
+
+
+def bias_corrected(prepared: Prepared, p: QuantizeParams, calibration: Samples,
+                   exclude: list[str], scratch: Path, only: list[str] | None,
+                   overrides: dict[str, Any]) -> Path:
+    """The float model with the measured shifts of the quantized layers subtracted."""
+    import onnx
+
+    from edgebuild.quant.engine import quantize
+    from edgebuild.quant.samples import feeds
+
+    if prepared.shifts is None:
+        measured = scratch / "uncorrected.onnx"
+        quantize(prepared.path, measured, p, calibration, list(prepared.exclude), scratch,
+                 overrides=overrides)
+        prepared.shifts = measure_shifts(prepared.path, measured, feeds(calibration))
+        largest = max((float(np.max(np.abs(v))) for v in prepared.shifts.values()), default=0.0)
+        prepared.metadata["bias_correction"] = {
+            "layers": len(prepared.shifts), "samples": len(calibration),
+            "largest_shift": round(largest, 6)}
+    skip = set(exclude)
+    chosen = {node: shift for node, shift in prepared.shifts.items()
+              if node not in skip and (only is None or node in only)}
+    model = onnx.load(str(prepared.path))
+    apply_shifts(model, chosen)
+    corrected = scratch / "corrected.onnx"
+    onnx.save(model, str(corrected))
+    return corrected
+
+
+def corrected_float(prepared: Prepared, destination: Path, p: QuantizeParams,
+                    calibration: Samples, scratch: Path) -> None:
+    """`emit: corrected-float`: the float model with the biases `p`'s quantization
+    corrects, no Q/DQ — for a converter that quantizes itself with the same scheme
+    (TFLite full-integer), which has no bias correction of its own."""
+    from edgebuild.quant.levers.reduce_range import saturation_overrides
+
+    overrides = saturation_overrides(prepared, p, calibration, scratch)
+    corrected = bias_corrected(prepared, p, calibration, prepared.exclude, scratch, None,
+                               overrides)
+    shutil.copyfile(corrected, destination)

@@ -1,0 +1,1 @@
+"""Who computes the encodings: ONNX Runtime's quantizer, AIMET, or an FP16 conversion."""

@@ -1,0 +1,1 @@
+"""Quality levers: techniques that rewrite the float model around the quantizer."""

@@ -1,0 +1,1 @@
+"""Searches over quantizations: per-layer sensitivity, accuracy-aware, the fidelity budget."""
