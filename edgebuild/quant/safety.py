@@ -32,9 +32,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it computes: a recipe's params need none of it
+    import numpy as np
 
 # Layers with weights: the output tail starts after the last of them.
 WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU",
@@ -142,6 +143,8 @@ def signal_front_end(graph: Any) -> list[str]:
 
 def quantizer_range(values: Iterable[np.ndarray]) -> tuple[float, float]:
     """[min(lo, 0), max(hi, 0)] over `values`: the range a quantizer gives the tensor."""
+    import numpy as np
+
     lo, hi = 0.0, 0.0
     for value in values:
         if value.size:
@@ -176,6 +179,7 @@ def tensor_ranges(model: Any, tensors: list[str],
                   feeds: list[dict[str, np.ndarray]]) -> dict[str, tuple[float, float]]:
     """Quantizer ranges of `tensors` (intermediates, graph inputs or initializers) of the
     float `model` over `feeds`, run by ONNX Runtime unoptimized."""
+    import numpy as np
     import onnx
     import onnxruntime as ort
     from onnx import numpy_helper
@@ -274,6 +278,8 @@ def worst_slice_error(reference: list[np.ndarray], candidate: list[np.ndarray]
     are an error of 1. Returns the error and where ("output k, channel c").
     Outputs whose shapes differ (after NMS) are skipped.
     """
+    import numpy as np
+
     worst, where = 0.0, ""
     for k, (a, b) in enumerate(zip(reference, candidate, strict=True)):
         a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
