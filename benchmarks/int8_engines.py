@@ -37,7 +37,7 @@ def main(args: list[str]) -> None:
     from pydantic import TypeAdapter
 
     from edgebuild.data.loaders import Samples, load_dataset
-    from edgebuild.gates.fidelity import decided_agreement, value_metrics
+    from edgebuild.fidelity.metrics import decided_agreement, value_metrics
     from edgebuild.recipe.datasets import DatasetSpec
     from tests.integration.passes import efficientnet as en
 

@@ -147,7 +147,7 @@ def score(got: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
 
 
 def _score(got: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    from edgebuild.gates.fidelity import decided_agreement, value_metrics
+    from edgebuild.fidelity.metrics import decided_agreement, value_metrics
 
     decided = decided_agreement(got, reference, 0.2).metrics
     return {"cosine": round(value_metrics(got, reference)["cosine"], 5),
