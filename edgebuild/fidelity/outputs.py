@@ -10,17 +10,32 @@ budget stores from its calls, and what every comparison reads back.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.data.loaders import Samples
+
+class _Boxes(Protocol):
+    @property
+    def boxes(self) -> np.ndarray: ...
+    @property
+    def classes(self) -> np.ndarray: ...
 
 
-def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples,
+class Labelled(Protocol):
+    """What the file keeps of the samples the outputs came from (data/loaders.Samples;
+    named by its shape, so the judgement sits below the datasets' loaders)."""
+
+    @property
+    def labels(self) -> np.ndarray | None: ...
+    @property
+    def boxes(self) -> Sequence[_Boxes] | None: ...
+
+
+def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Labelled,
                  states: Collection[str] = ()) -> None:
     """Every call's outputs, one row per call (sample or step): an output with a batch
     axis concatenated along it, a state output (`states`, which has none) stacked."""
