@@ -5,7 +5,7 @@ outputs — a detector with its class scores zeroed, a NaN — without running a
 
     outputs files ──compare_gate──▶ Comparison ──refusal? limits (LIMITS)──▶ Judgement
 
-The gate (gates/evaluate.py) turns a Judgement into its GateResult; the quantizer's
+The gate turns a Judgement into its GateResult (gates/result.py); the quantizer's
 budget ranks its trials by `Judgement.headroom`.
 """
 
@@ -87,7 +87,7 @@ def judge(gate: AccuracyGate, candidate: Path, reference: Path, where: str = "",
     refusal = _refusal(found, gate)
     if refusal is not None:
         # "refused:": the gate as written cannot judge this output (a build's error is
-        # not the cause, so no layer is blamed: evaluate.py reads `refused`).
+        # not the cause, so no layer is blamed: gates/evaluate.py reads `refused`).
         details = {**details, "refused": refusal.startswith("refused:")}
         return Judgement(False, f"{head}: {refusal}", metrics, limits, details=details)
     failures = []
