@@ -10,7 +10,7 @@ applied to the PyTorch weights, then fp16 compute, as the iphone targets' accura
 runs it), compared with FP32 PyTorch on all 117 photos: the recipe's 91 `calibration`
 photos and scikit-image's 26 `photos` (`photos`: the 26 alone, the quickstart's gate
 set). Each argument is a target's `options:` (CoreMlOptions); one JSON line each, with
-cosine, plain top-1 agreement and decided agreement at margin 0.2 (gates/fidelity.py).
+cosine, plain top-1 agreement and decided agreement at margin 0.2 (fidelity/metrics.py).
 Not Core ML numerics: the proxy's (Core ML predicts only on macOS).
 
 The default rows compute in fp32 (`compute_precision: fp32`): the weights' error alone,

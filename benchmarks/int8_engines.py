@@ -8,7 +8,7 @@ The quickstart model (tests/integration/passes/efficientnet.py builds it with th
 passes), calibrated on the recipe's `calibration` photos (91, Debian opencv-doc),
 compared with FP32 ONNX Runtime on all 117 photos (those 91 and scikit-image's 26):
 mean logit cosine, top-1 agreement, and decided agreement (margin 0.2: the photos
-whose FP32 top-2 logits differ by at least 0.2; gates/fidelity.py). Each model is run
+whose FP32 top-2 logits differ by at least 0.2; fidelity/metrics.py). Each model is run
 twice: on ONNX Runtime's CPU kernels (integer kernels; they saturate on a CPU without
 VNNI) and with graph optimizations off (each Q/DQ computed in float: what the
 encodings themselves are worth, as a backend without that saturation would see them).
@@ -37,7 +37,7 @@ def main(args: list[str]) -> None:
     from pydantic import TypeAdapter
 
     from edgebuild.data.loaders import Samples, load_dataset
-    from edgebuild.gates.fidelity import decided_agreement, value_metrics
+    from edgebuild.fidelity.metrics import decided_agreement, value_metrics
     from edgebuild.recipe.datasets import DatasetSpec
     from tests.integration.passes import efficientnet as en
 

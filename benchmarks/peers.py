@@ -52,8 +52,8 @@ from edgebuild.core.target import Target
 from edgebuild.data.loaders import Samples
 from edgebuild.errors import EdgebuildError
 from edgebuild.execute.worker import context_from_recipe
-from edgebuild.gates.accuracy import accuracy_metrics
-from edgebuild.gates.reference import save_outputs
+from edgebuild.fidelity.compare import accuracy_metrics
+from edgebuild.fidelity.outputs import save_outputs
 from edgebuild.gates.regression import decide
 from edgebuild.measure.conditions import CpuMeter, conditions
 from edgebuild.measure.stats import summarize

@@ -9,7 +9,7 @@ passes) quantized by the `quantize` pass's own code (quant/prepare.py: explicit 
 no search): per-channel int8 weights, minmax calibration on the recipe's 91 `calibration`
 photos, bias correction, the first `exclude` weight layers kept float. Each Q/DQ model is
 then run as the consumers run it, and compared with FP32 ONNX Runtime on all 117 photos
-(the 91 and scikit-image's 26; decided agreement at margin 0.2, gates/fidelity.py):
+(the 91 and scikit-image's 26; decided agreement at margin 0.2, fidelity/metrics.py):
 
 - `qdq_float`: ONNX Runtime with graph optimizations off, each Q/DQ computed in float
   (CPU-independent; the jetson-orin-nano target's accuracy stand-in runs it this way);
@@ -147,7 +147,7 @@ def score(got: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
 
 
 def _score(got: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    from edgebuild.gates.fidelity import decided_agreement, value_metrics
+    from edgebuild.fidelity.metrics import decided_agreement, value_metrics
 
     decided = decided_agreement(got, reference, 0.2).metrics
     return {"cosine": round(value_metrics(got, reference)["cosine"], 5),

@@ -69,7 +69,7 @@ def int8(model: Path, calibration: np.ndarray, out: Path) -> Path:
 
 
 def main() -> None:
-    from edgebuild.gates.verdict import judge_accuracy
+    from edgebuild.fidelity.verdict import judge
     from edgebuild.recipe.accuracy import AccuracyGate
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,11 +95,11 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|")
         for name, path in builds.items():
             np.savez(work / "got.npz", **{"output:maps": run(path, test)})  # type: ignore[arg-type]
-            regions = judge_accuracy("b", "accuracy", AccuracyGate(
+            regions = judge(AccuracyGate(
                 dataset="pages", output="maps", task="dense", threshold=args.threshold,
                 peak_threshold=args.peak, min_region_recall=95, min_region_iou=80),
                 work / "got.npz", work / "ref.npz")
-            old = judge_accuracy("b", "accuracy", AccuracyGate(
+            old = judge(AccuracyGate(
                 dataset="pages", output="maps", task="dense", threshold=args.threshold,
                 min_decision_agreement=99), work / "got.npz", work / "ref.npz")
             m = {"region_recall": float("nan"), "region_iou": float("nan"), **regions.measured}
@@ -107,8 +107,8 @@ def main() -> None:
                   f"{m['reference_positive']:.2f} %) | {m['region_recall']:.1f} % "
                   f"| {m['region_iou']:.1f} % | {int(m['regions_found'])} of "
                   f"{int(m['regions'])} | {int(m['extra_regions'])} | {m['peak']:.3f} | "
-                  f"{old.status.value} |")
-            print(f"  regions gate: {regions.status.value}: {regions.message}")
+                  f"{'passed' if old else 'failed'} |")
+            print(f"  regions gate: {'passed' if regions else 'failed'}: {regions.message}")
             print(f"  old gate: {old.message[:300]}")
 
 

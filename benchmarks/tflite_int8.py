@@ -14,7 +14,7 @@ backend's compile (`precision: int8, io_type: int8`, calibrated on the same 91 p
 both (`exclude_nodes`, the quickstart's &shared-int8 names). The .tflite runs on the
 host interpreter (XNNPACK, 2 threads), compared with FP32 ONNX Runtime on all 117
 photos (scikit-image's 26, then the 91): cosine, plain agreement, and decided agreement
-at margin 0.2 (gates/fidelity.py); `photos`: the 26 alone, the quickstart's gate set.
+at margin 0.2 (fidelity/metrics.py); `photos`: the 26 alone, the quickstart's gate set.
 One TFLite conversion and calibration takes minutes: run one process at a time.
 """
 

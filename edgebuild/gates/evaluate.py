@@ -12,10 +12,10 @@ from typing import Any
 
 from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
+from edgebuild.fidelity.verdict import judge
 from edgebuild.gates.latency import samples_file
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
-from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
 from edgebuild.measure.record import (
     ComparisonRecord,
     Conditions,
@@ -38,8 +38,6 @@ from edgebuild.recipe.models import (
     Undecided,
     Unmeasurable,
 )
-
-__all__ = ["ACCURACY_CHECKS", "evaluate_target"]
 
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
@@ -171,8 +169,8 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     counted = ("samples" if "steps" not in meta else  # a stream: each build's own state
                f"steps ({meta['sequences']} sequence{'s' * (meta['sequences'] != 1)}, "
                "each build carrying its own state)")
-    result = judge_accuracy(target, name, gate, infer.artifact.main, reference.artifact.main,
-                            where, counted, meta.get("samples"))
+    result = GateResult.judged(target, name, judge(
+        gate, infer.artifact.main, reference.artifact.main, where, counted, meta.get("samples")))
     layers = _layer_reports(stages, execution)
     clipped = _clipped_scores(gate, stages, execution)
     if clipped and result.counts_as_failure:

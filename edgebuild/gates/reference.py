@@ -7,19 +7,17 @@ reference. For an ONNX model it is ONNX Runtime with optimizations disabled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.fidelity.outputs import save_outputs
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from edgebuild.data.loaders import Samples
 
 
 class DatasetParams(BaseModel):
@@ -28,27 +26,6 @@ class DatasetParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: DatasetRef
-
-
-def save_outputs(path: Path, outputs: list[dict[str, np.ndarray]], samples: Samples,
-                 states: Collection[str] = ()) -> None:
-    """Every call's outputs, one row per call (sample or step): an output with a batch
-    axis concatenated along it, a state output (`states`, which has none) stacked."""
-    import numpy as np
-
-    names = list(outputs[0])
-    arrays = {f"output:{n}": (np.stack if n in states else np.concatenate)(
-        [o[n] for o in outputs]) for n in names}
-    if samples.labels is not None:
-        arrays["labels"] = np.asarray(samples.labels)
-    if samples.boxes is not None:  # ragged: all boxes in one array, and a count per sample
-        arrays["truth:boxes"] = np.concatenate([b.boxes for b in samples.boxes]
-                                               ).reshape(-1, 4).astype(np.float64)
-        arrays["truth:classes"] = np.concatenate([b.classes for b in samples.boxes]
-                                                 ).astype(np.int64)
-        arrays["truth:counts"] = np.array([len(b.classes) for b in samples.boxes],
-                                          dtype=np.int64)
-    np.savez(path, **arrays)  # type: ignore[arg-type]
 
 
 class Reference(Op):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from edgebuild.fidelity.verdict import Judgement
 
 
 class GateStatus(StrEnum):
@@ -25,6 +28,14 @@ class GateResult(BaseModel):
     limits: dict[str, float] = Field(default_factory=dict)
     details: dict[str, Any] = Field(default_factory=dict)
     message: str = Field(description="One human sentence.")
+
+    @classmethod
+    def judged(cls, target: str, gate: str, judgement: Judgement) -> GateResult:
+        """An accuracy gate's result: its judgement (fidelity/verdict.py) as it stands."""
+        return cls(target=target, gate=gate, status=GateStatus.PASSED if judgement.passed
+                   else GateStatus.FAILED, counts_as_failure=not judgement.passed,
+                   measured=judgement.measured, limits=judgement.limits,
+                   details=judgement.details, message=judgement.message)
 
     def __bool__(self) -> bool:
         return not self.counts_as_failure

@@ -35,7 +35,7 @@ CLASS_LIMITS = ("min_top1", "min_top5", "max_top1_drop", "min_top1_agreement",
 VALUE_LIMITS = ("min_cosine", "max_abs_error", "max_relative_error", "min_psnr",
                 "min_decision_agreement", "min_region_recall", "min_region_iou")
 # Limits on the positive region of a sparse binary map (value > threshold): a text
-# detector's heat map, where agreement counts the empty background (gates/regions.py).
+# detector's heat map, where agreement counts the empty background (fidelity/regions.py).
 REGION_LIMITS = ("min_region_recall", "min_region_iou")
 SEQUENCE_LIMITS = ("min_sequence_match", "max_cer", "min_sequence_match_labels",
                    "max_cer_labels")

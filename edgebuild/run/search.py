@@ -323,17 +323,16 @@ def _failure(gate: GateResult) -> str:
         key = f"p{int(gate.limits['percentile'])}"
         return f"{key} {gate.measured[key]:.3g} ms > {gate.limits['budget_ms']:g} ms"
     if gate.gate.startswith("accuracy") and gate.status is GateStatus.FAILED:
-        from edgebuild.gates.evaluate import ACCURACY_CHECKS
+        from edgebuild.fidelity.limits import LIMITS
 
         found = []
         for key, limit in gate.limits.items():
-            metric, direction = ACCURACY_CHECKS[key]
-            value = gate.measured.get(metric)
+            check = LIMITS[key]
+            value = gate.measured.get(check.metric)
             if value is None:
-                found.append(f"{metric} not measurable")
-            elif (value < limit) if direction == ">=" else (value > limit):
-                found.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} "
-                             f"{limit:g}")
+                found.append(f"{check.metric} not measurable")
+            elif not check.met(value, limit):
+                found.append(check.missed(value, limit))
         return "; ".join(found) or gate.message
     return gate.message
 

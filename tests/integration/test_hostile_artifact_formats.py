@@ -25,7 +25,7 @@ class _Payload:
 def test_an_outputs_file_with_a_pickled_array_is_refused(tmp_path: Path) -> None:
     """The accuracy gate reads a reference's outputs.npz from the cache with np.load's
     default allow_pickle=False: an object array is an error, its payload never runs."""
-    from edgebuild.gates.accuracy import _output
+    from edgebuild.fidelity.outputs import read_output
 
     marker = tmp_path / "pwned"
     array = np.empty(1, dtype=object)
@@ -34,7 +34,7 @@ def test_an_outputs_file_with_a_pickled_array_is_refused(tmp_path: Path) -> None
     np.savez(buffer, **{"output:logits": array, "labels": np.zeros(1)})
     (tmp_path / "outputs.npz").write_bytes(buffer.getvalue())
     with pytest.raises(ValueError, match="allow_pickle=False"):
-        _output(tmp_path / "outputs.npz", "logits")
+        read_output(tmp_path / "outputs.npz", "logits")
     assert not marker.exists()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebuild.gates.accuracy import accuracy_metrics
+from edgebuild.fidelity.compare import accuracy_metrics
 
 
 def save(path: Path, outputs: np.ndarray, labels: np.ndarray | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgebuild.gates.sequence import ctc_metrics, label_sequences
+from edgebuild.fidelity.sequence import ctc_metrics, label_sequences
 from edgebuild.recipe.accuracy import AccuracyGate
 
 

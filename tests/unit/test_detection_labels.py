@@ -17,8 +17,8 @@ from edgebuild.data.digest import dataset_digest
 from edgebuild.data.loaders import Samples, load_dataset
 from edgebuild.data.records import coco_file
 from edgebuild.errors import DataError, RecipeError
-from edgebuild.gates.detection import Detections, load_truth, truth_metrics
-from edgebuild.gates.reference import save_outputs
+from edgebuild.fidelity.detection import Detections, load_truth, truth_metrics
+from edgebuild.fidelity.outputs import save_outputs
 from edgebuild.recipe.datasets import DatasetSpec
 from edgebuild.recipe.loader import load_recipe
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.gates.detection import (
+from edgebuild.fidelity.detection import (
     Detections,
     average_precision,
     detection_metrics,

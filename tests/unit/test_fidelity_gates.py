@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.gates.fidelity import value_metrics
-from edgebuild.gates.result import GateStatus
-from edgebuild.gates.verdict import judge_accuracy
+from edgebuild.fidelity import verdict
+from edgebuild.fidelity.metrics import value_metrics
+from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.recipe.models import AccuracyGate, Gates, OutputSlice
 
 
@@ -35,8 +35,13 @@ def save(path: Path, values: np.ndarray, name: str = "output0") -> Path:
 
 def judge(tmp_path: Path, got: np.ndarray, ref: np.ndarray, **gate: Any) -> Any:
     gate.setdefault("dataset", "photos")
-    return judge_accuracy("host-cpu", "accuracy", AccuracyGate(**gate),
-                          save(tmp_path / "got.npz", got), save(tmp_path / "ref.npz", ref))
+    return verdict.judge(AccuracyGate(**gate),
+                         save(tmp_path / "got.npz", got), save(tmp_path / "ref.npz", ref))
+
+
+def gate_result(tmp_path: Path, got: np.ndarray, ref: np.ndarray, **gate: Any) -> GateResult:
+    """The judgement as the gate reports it (what the reports render)."""
+    return GateResult.judged("host-cpu", "accuracy", judge(tmp_path, got, ref, **gate))
 
 
 def zeroed_scores(values: np.ndarray) -> np.ndarray:
@@ -54,7 +59,7 @@ def test_the_motivating_case_raw_cosine_passes_a_detector_without_scores() -> No
 def test_a_whole_output_cosine_blind_to_the_scores_is_refused(tmp_path: Path) -> None:
     ref = head()
     result = judge(tmp_path, zeroed_scores(ref), ref, task="regression", min_cosine=0.995)
-    assert not result and result.status is GateStatus.FAILED
+    assert not result.passed
     assert "mixes ranges along axis 1 (channels 4–6" in result.message
     assert "slice: {axis: 1" in result.message and "channel_axis: 1" in result.message
     assert result.details["blind"]["channels"] == "4–6"
@@ -120,7 +125,7 @@ def test_a_non_finite_value_fails_every_limit(tmp_path: Path, where: str, bad: f
     (got if where == "got" else ref)[1, 2] = bad
     result = judge(tmp_path, got, ref, min_top1_agreement=0, min_cosine=-1,
                    max_abs_error=1e9)
-    assert not result and result.status is GateStatus.FAILED
+    assert not result.passed
     whose = "the build's output" if where == "got" else "the FP32 reference"
     assert f"{whose} holds 1 non-finite value(s)" in result.message
     assert "(first: 1)" in result.message
@@ -135,7 +140,9 @@ def test_non_finite_gates_render(tmp_path: Path) -> None:
     ref = np.eye(3, dtype=np.float32)
     got = ref.copy()
     got[0, 0] = np.nan
-    result = judge(tmp_path, got, ref, min_cosine=0.9)
+    result = gate_result(tmp_path, got, ref, min_cosine=0.9)
+    assert result.status is GateStatus.FAILED and result.counts_as_failure
+    assert result.message.startswith("on 3 samples of 'photos': the build's output holds")
     assert "non-finite" in _gate_table([result])
     assert flips_section([result]) == []
 
@@ -183,7 +190,7 @@ def test_flips_render_in_both_reports(tmp_path: Path) -> None:
 
     ref, got = margins_case()
     got[3, [3, 4]] = got[3, [4, 3]]
-    result = judge(tmp_path, got, ref, min_decided_agreement=99, margin=0.2)
+    result = gate_result(tmp_path, got, ref, min_decided_agreement=99, margin=0.2)
     text = "\n".join(flips_section([result]))
     assert "| 3 | 3 | 3 | 4 | yes |" in text
     assert "<td>3</td>" in flips_table(result)

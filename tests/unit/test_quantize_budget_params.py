@@ -1,4 +1,4 @@
-"""The fidelity budget's params, its headroom, and a recipe that shares the target's gate
+"""The fidelity budget's params, and a recipe that shares the target's gate
 with the budget through a YAML anchor (validation only: nothing is built)."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from pydantic import ValidationError
 
 from edgebuild.errors import RecipeError
 from edgebuild.quant.params import DEFAULT_STEPS, QuantizeParams
-from edgebuild.quant.search.budget import headroom
-from edgebuild.recipe.accuracy import AccuracyGate
 from edgebuild.recipe.loader import load_recipe
 
 GATE = {"dataset": "photos", "min_cosine": 0.995, "min_decided_agreement": 99, "margin": 0.2}
@@ -45,22 +43,6 @@ def test_budget_params_are_checked() -> None:
         QuantizeParams.model_validate({"mode": "static", "calibration": "c",
                                        "budget": {"gate": GATE},
                                        "accuracy_aware": {"dataset": "p"}})
-
-
-def test_headroom_puts_every_limit_on_one_scale() -> None:
-    gate = AccuracyGate.model_validate(GATE)
-    limits = {"min_cosine": 0.995, "min_decided_agreement": 99.0}
-    # cosine 0.990 is twice the allowed error (-1); agreement 95 % is five times (-4)
-    assert headroom(gate, {"cosine": 0.990, "decided_agreement": 100.0}, limits) == \
-        pytest.approx(-1.0)
-    assert headroom(gate, {"cosine": 1.0, "decided_agreement": 95.0}, limits) == \
-        pytest.approx(-4.0)
-    assert headroom(gate, {"cosine": 0.9975, "decided_agreement": 100.0}, limits) == \
-        pytest.approx(0.5)
-    assert headroom(gate, {"cosine": 1.0}, limits) == float("-inf"), "unmeasured fails"
-    errors = AccuracyGate.model_validate({"dataset": "p", "max_relative_error": 0.1})
-    assert headroom(errors, {"relative_error": 0.05}, {"max_relative_error": 0.1}) == \
-        pytest.approx(0.5)
 
 
 RECIPE = """\

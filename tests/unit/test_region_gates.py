@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.gates.regions import components, kept_regions, region_metrics
-from edgebuild.gates.verdict import judge_accuracy
+from edgebuild.fidelity import verdict
+from edgebuild.fidelity.regions import components, kept_regions, region_metrics
 from edgebuild.recipe.models import AccuracyGate
 
 
 def judge(tmp_path: Path, got: np.ndarray, ref: np.ndarray, **gate: Any) -> Any:
     for name, values in (("got", got), ("ref", ref)):
         np.savez(tmp_path / f"{name}.npz", **{"output:map": values})  # type: ignore[arg-type]
-    return judge_accuracy("host-cpu", "accuracy", AccuracyGate(
+    return verdict.judge(AccuracyGate(
         dataset="pages", output="map", task="dense", **gate),
         tmp_path / "got.npz", tmp_path / "ref.npz")
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edgebuild.gates.sequence import ctc_decode, edit_distance, out_of_range
-from edgebuild.gates.verdict import judge_accuracy
+from edgebuild.fidelity import verdict
+from edgebuild.fidelity.sequence import ctc_decode, edit_distance, out_of_range
 from edgebuild.recipe.models import AccuracyGate
 
 
@@ -39,8 +39,8 @@ def save(path: Path, values: np.ndarray, labels: np.ndarray | None = None) -> Pa
 
 
 def judge(tmp_path: Path, got: np.ndarray, ref: np.ndarray, **gate: Any) -> Any:
-    return judge_accuracy("t", "accuracy", AccuracyGate(dataset="d", output="out", **gate),
-                          save(tmp_path / "got.npz", got), save(tmp_path / "ref.npz", ref))
+    return verdict.judge(AccuracyGate(dataset="d", output="out", **gate),
+                         save(tmp_path / "got.npz", got), save(tmp_path / "ref.npz", ref))
 
 
 def sequences() -> tuple[np.ndarray, np.ndarray]:

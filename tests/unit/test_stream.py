@@ -12,7 +12,7 @@ import pytest
 from edgebuild.data.loaders import Samples, as_declared, check_matches_inputs
 from edgebuild.data.stream import Steps, evaluate, first_feeds
 from edgebuild.errors import DataError, RecipeError
-from edgebuild.gates.reference import save_outputs
+from edgebuild.fidelity.outputs import save_outputs
 from edgebuild.recipe.loader import load_recipe
 
 RECIPE = """\
@@ -192,7 +192,7 @@ def test_an_output_without_a_sample_axis_is_not_compared_as_if_it_had_one(
         tmp_path: Path) -> None:
     """Without `state:`, a state output [2, 1, 128] concatenates to 2 rows a sample: the
     gate fails naming the cause and the fix, instead of counting 974 "samples"."""
-    from edgebuild.gates.verdict import judge_accuracy
+    from edgebuild.fidelity.verdict import judge
     from edgebuild.recipe.accuracy import AccuracyGate
 
     samples = Samples({"input": np.zeros((3, 4), np.float32)}, None, ["#0", "#1", "#2"])
@@ -200,10 +200,8 @@ def test_an_output_without_a_sample_axis_is_not_compared_as_if_it_had_one(
     save_outputs(tmp_path / "a.npz", outputs, samples)
     gate = AccuracyGate(dataset="speech", output="stateN", task="regression",
                         min_cosine=0.99)
-    result = judge_accuracy("host-cpu", "accuracy", gate, tmp_path / "a.npz",
-                            tmp_path / "a.npz", rows=3)
+    result = judge(gate, tmp_path / "a.npz", tmp_path / "a.npz", rows=3)
     assert not result and "has 6 rows for 3 samples" in result.message
     assert "Declare it in `state:`" in result.message
     save_outputs(tmp_path / "b.npz", outputs, samples, {"stateN"})  # declared: one row each
-    assert judge_accuracy("host-cpu", "accuracy", gate, tmp_path / "b.npz",
-                          tmp_path / "b.npz", rows=3)
+    assert judge(gate, tmp_path / "b.npz", tmp_path / "b.npz", rows=3)

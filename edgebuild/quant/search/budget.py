@@ -13,8 +13,8 @@ A calibration method is an alternative to the one before it; every other lever i
 added to the best configuration so far and kept only if it raised the headroom. The
 levers before the last cost nothing at run time (all layers stay INT8); keeping
 layers in float does, which is why it comes last. Every trial is judged by the very
-function the gate uses (gates/verdict.judge_accuracy) and ranked by its *headroom*
-(headroom below). What was tried, what was kept and why, and the choice are the
+function the gate uses (fidelity/verdict.judge) and ranked by its *headroom*
+(fidelity/limits.py). What was tried, what was kept and why, and the choice are the
 stage's `budget` metadata (report.json); when nothing passes, the stage fails and
 says which configuration came closest and by how much.
 """
@@ -54,16 +54,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 AIMET_STEPS = ("seq_mse", "adaround")
 NOT_AIMET = ("reduce_range", "op_types", "ort_extra_options", "keep_activations",
              "dedicated_qdq_pair")
-# For a ">=" limit the best a metric can be (percent metrics 100, cosine 1); a "<=" limit's
-# best is 0. Headroom = (value - limit) / (best - limit): 1 is perfect, 0 is at the limit,
-# -1 is twice the allowed error. It ranks failing configurations on one scale whatever
-# the gate's limits (cosine 0.990 against 0.995 is -1, agreement 95 % against 99 % is -4).
-BEST: dict[str, float] = {"min_cosine": 1.0, "min_top1": 100.0, "min_top5": 100.0,
-                          "min_top1_agreement": 100.0, "min_decided_agreement": 100.0,
-                          "min_box_agreement": 100.0, "min_map50": 100.0,
-                          "min_score_agreement": 100.0, "min_map50_labels": 100.0}
-
-
 # Shown with every trial beside the metrics its gate limits (a CTC gate's sequence_match
 # and cer, a detector's box_agreement): the figures a reader compares configurations by.
 SHOWN = ("cosine", "top1_agreement", "decided_agreement", "top1", "psnr", "relative_error",
@@ -99,26 +89,6 @@ def describe(p: QuantizeParams) -> str:
     return ", ".join(parts)
 
 
-def headroom(gate: AccuracyGate, measured: dict[str, float], limits: dict[str, float]) -> float:
-    """The smallest headroom over the gate's limits (module docstring); -inf if a limit
-    could not be measured."""
-    from edgebuild.gates.verdict import ACCURACY_CHECKS
-
-    worst = float("inf")
-    for key, limit in limits.items():
-        metric, direction = ACCURACY_CHECKS[key]
-        if metric not in measured:
-            return float("-inf")
-        value = measured[metric]
-        if direction == ">=":
-            best = BEST.get(key, abs(limit) * 2 or 1.0)
-            room = (value - limit) / max(best - limit, 1e-9)
-        else:
-            room = (limit - value) / max(limit, 1e-9)
-        worst = min(worst, room)
-    return worst
-
-
 class Judge:
     """The gate's verdict on a quantized model, on the budget's dataset (ONNX Runtime CPU).
 
@@ -137,7 +107,7 @@ class Judge:
         import onnxruntime as ort
 
         from edgebuild.data.stream import evaluate
-        from edgebuild.gates.reference import save_outputs
+        from edgebuild.fidelity.outputs import save_outputs
 
         so = ort.SessionOptions()
         so.log_severity_level = 3
@@ -169,24 +139,23 @@ class Judge:
         return int(np.sum((rows.max(axis=1) >= threshold) & (rows.max(axis=1) > 0)))
 
     def __call__(self, model: Path) -> Verdict:
-        from edgebuild.gates.result import GateStatus
-        from edgebuild.gates.verdict import ACCURACY_CHECKS, judge_accuracy
+        from edgebuild.fidelity.limits import LIMITS
+        from edgebuild.fidelity.verdict import judge
 
         candidate = self.scratch / "candidate.npz"
         self._save(model, candidate)
-        result = judge_accuracy("budget", "accuracy", self.gate, candidate, self.reference)
-        gated = {ACCURACY_CHECKS[key][0] for key in result.limits if key in ACCURACY_CHECKS}
-        shown = {k: round(v, 5) for k, v in result.measured.items()
+        judged = judge(self.gate, candidate, self.reference)
+        gated = {LIMITS[key].metric for key in judged.limits}
+        shown = {k: round(v, 5) for k, v in judged.measured.items()
                  if k in gated or k in SHOWN}
-        room = headroom(self.gate, result.measured, result.limits) if result.measured \
-            else float("-inf")
-        passed = result.status is GateStatus.PASSED
+        room = judged.headroom
+        passed = judged.passed
         # A refusal (a blind whole-output metric, a NaN) fails with figures that may look
         # fine: a failing trial never outranks a passing one.
         room = max(room, 0.0) if passed else min(room, -1e-6)
         record: dict[str, Any] = {"metrics": shown}
         if not passed:
-            record["failed"] = result.message.partition("; failed: ")[2] or result.message
+            record["failed"] = "; ".join(judged.failures) or judged.message
         return Verdict(passed, room, record)
 
 

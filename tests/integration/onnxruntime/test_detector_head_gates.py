@@ -70,8 +70,8 @@ def _photos() -> np.ndarray:
 
 
 def test_no_new_gate_passes_the_head_with_its_scores_zeroed(tmp_path: Path) -> None:
-    from edgebuild.gates.fidelity import value_metrics
-    from edgebuild.gates.verdict import judge_accuracy
+    from edgebuild.fidelity import verdict
+    from edgebuild.fidelity.metrics import value_metrics
     from edgebuild.recipe.models import AccuracyGate
 
     good = head_outputs()
@@ -82,7 +82,7 @@ def test_no_new_gate_passes_the_head_with_its_scores_zeroed(tmp_path: Path) -> N
     np.savez(tmp_path / "got.npz", **{"output:output0": broken})  # type: ignore[arg-type]
 
     def judge(**gate: Any) -> Any:
-        return judge_accuracy("host-cpu", "accuracy", AccuracyGate(
+        return verdict.judge(AccuracyGate(
             dataset="photos", output="output0", task="regression", **gate),
             tmp_path / "got.npz", tmp_path / "ref.npz")
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.gates.verdict import judge_accuracy
+from edgebuild.fidelity.verdict import judge
 from edgebuild.recipe.loader import load_recipe
 from tests.models import text_heatmap
 
@@ -98,7 +98,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def judged(recipe: Path, builds: dict[str, Path], build: str) -> Any:
     (gate,) = load_recipe(recipe).recipe.targets[f"int8-{build}"].gates.accuracy_gates
-    return judge_accuracy(f"int8-{build}", "accuracy", gate, builds[build], builds["fp32"])
+    return judge(gate, builds[build], builds["fp32"])
 
 
 def test_agreement_on_a_sparse_map_is_refused_and_its_hint_gates_the_region(

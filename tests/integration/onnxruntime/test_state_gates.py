@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.gates.verdict import judge_accuracy
+from edgebuild.fidelity.verdict import judge
 from edgebuild.recipe.loader import load_recipe
 from tests.models import mixed_state
 
@@ -89,8 +89,7 @@ def streamed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def judged(path: Path, streamed: dict[str, Path], got: Path | None = None) -> list[Any]:
     gates = load_recipe(path).recipe.targets["host-cpu-int8"].gates.accuracy_gates
-    return [judge_accuracy("host-cpu-int8", "accuracy", g, got or streamed["int8"],
-                           streamed["step"]) for g in gates]
+    return [judge(g, got or streamed["int8"], streamed["step"]) for g in gates]
 
 
 def test_every_fix_the_refusal_names_is_accepted_and_gates_its_part(

@@ -71,7 +71,7 @@ def test_composed_gfl_nms_equals_numpy_decode_and_nms(tmp_path: Path) -> None:
     import onnx_graphsurgeon as gs
     import onnxruntime as ort
 
-    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.fidelity.detection import iou_matrix
     from edgebuild.passes.prepost_onnx import compose
     from edgebuild.recipe.prepost import PrePost
     from tests.integration.passes.test_prepost_onnx import numpy_nms

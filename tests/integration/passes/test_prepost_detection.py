@@ -118,7 +118,7 @@ def test_histogram_calibration_of_a_graph_with_nms(setup: dict[str, Any], tmp_pa
     from PIL import Image
 
     from edgebuild.data.loaders import Samples
-    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.fidelity.detection import iou_matrix
     from edgebuild.quant.engine import quantize
     from edgebuild.quant.params import QuantizeParams
 

@@ -149,7 +149,7 @@ def test_composed_graph_is_uint8_in_detections_out(composed: dict[str, Any]) -> 
 def test_detections_equal_numpy_decode_and_nms(composed: dict[str, Any]) -> None:
     import onnxruntime as ort
 
-    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.fidelity.detection import iou_matrix
 
     det = composed["detection"]
     session = ort.InferenceSession(str(composed["probe"]), providers=["CPUExecutionProvider"])
@@ -176,8 +176,8 @@ def test_torch_wrapper_of_the_same_declaration_agrees(composed: dict[str, Any]) 
     """The PyTorch wrapper takes the same head layouts: same boxes, matched by IoU."""
     import onnxruntime as ort
 
+    from edgebuild.fidelity.detection import iou_matrix
     from edgebuild.frontend.prepost_torch import wrap
-    from edgebuild.gates.detection import iou_matrix
 
     wrapped = wrap(composed["model"], spec(composed["layout"]))
     session = ort.InferenceSession(str(composed["deployed"]),

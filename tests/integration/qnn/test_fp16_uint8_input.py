@@ -27,7 +27,7 @@ def test_dequantized_input_keeps_the_image_at_fp16(tmp_path: Path) -> None:
     from edgebuild.backends.qnn.inputs import dequantize_cast_inputs
     from edgebuild.backends.qnn.session import session
     from edgebuild.data.loaders import letterbox
-    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.fidelity.detection import iou_matrix
     from edgebuild.passes.prepost_onnx import compose
     from edgebuild.recipe.prepost import PrePost
 

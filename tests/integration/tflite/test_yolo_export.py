@@ -59,7 +59,7 @@ def test_tflite_detections_equal_onnx_runtime(built: dict[str, Any]) -> None:
     import onnxruntime as ort
     from ai_edge_litert.interpreter import Interpreter
 
-    from edgebuild.gates.detection import iou_matrix
+    from edgebuild.fidelity.detection import iou_matrix
 
     session = ort.InferenceSession(str(built["onnx"]), providers=["CPUExecutionProvider"])
     runner = Interpreter(model_path=str(built["tflite"])).get_signature_runner()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from edgebuild.gates.fidelity import Comparison
+from edgebuild.fidelity.metrics import Comparison
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,44 +1,25 @@
 """The verdict of one accuracy gate from two stored outputs files (build and FP32).
 
 A pure function of those files and the gate, so a test can hand it any pair of
-outputs — a detector with its class scores zeroed, a NaN — without running a build.
+outputs — a detector with its class scores zeroed, a NaN — without running a build:
+
+    outputs files ──compare_gate──▶ Comparison ──refusal? limits (LIMITS)──▶ Judgement
+
+The gate turns a Judgement into its GateResult (gates/result.py); the quantizer's
+budget ranks its trials by `Judgement.headroom`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgebuild.gates.accuracy import Comparison, compare
-from edgebuild.gates.regions import RARE_POSITIVE
-from edgebuild.gates.result import GateResult, GateStatus
-from edgebuild.gates.sequence import SequenceOptions
-from edgebuild.recipe.accuracy import REGION_LIMITS, SCALED_LIMITS, AccuracyGate, AccuracyTask
-
-# gate key -> (metric name, direction) ; ">=" means the metric must be at least the limit
-ACCURACY_CHECKS: dict[str, tuple[str, str]] = {
-    "min_top1": ("top1", ">="),
-    "min_top5": ("top5", ">="),
-    "max_top1_drop": ("top1_drop", "<="),
-    "min_top1_agreement": ("top1_agreement", ">="),
-    "min_decided_agreement": ("decided_agreement", ">="),
-    "min_cosine": ("cosine", ">="),
-    "max_abs_error": ("max_abs_error", "<="),
-    "max_relative_error": ("relative_error", "<="),
-    "min_psnr": ("psnr", ">="),
-    "min_box_agreement": ("box_agreement", ">="),
-    "min_map50": ("map50", ">="),
-    "min_score_agreement": ("score_agreement", ">="),
-    "min_map50_labels": ("map50_labels", ">="),
-    "max_map50_labels_drop": ("map50_labels_drop", "<="),
-    "min_decision_agreement": ("decision_agreement", ">="),
-    "min_region_recall": ("region_recall", ">="),
-    "min_region_iou": ("region_iou", ">="),
-    "min_sequence_match": ("sequence_match", ">="),
-    "max_cer": ("cer", "<="),
-    "min_sequence_match_labels": ("sequence_match_labels", ">="),
-    "max_cer_labels": ("cer_labels", "<="),
-}
+from edgebuild.fidelity.compare import compare_gate
+from edgebuild.fidelity.limits import LIMITS
+from edgebuild.fidelity.metrics import Comparison
+from edgebuild.fidelity.regions import RARE_POSITIVE
+from edgebuild.recipe.accuracy import AccuracyGate
 
 # The metrics a gate's one-line message names, by what the output holds.
 SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosine",
@@ -52,9 +33,36 @@ SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosi
                        "map50_labels", "reference_map50_labels")}
 
 
-def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
-                   reference: Path, where: str = "", counted: str = "samples",
-                   rows: int | None = None) -> GateResult:
+@dataclass
+class Judgement:
+    """Truthy when every limit the gate sets is measured and met. `measured`: every figure
+    of the comparison; `limits`: the gate's limits by key (LIMITS' order); `failures`: each
+    limit missed or not measurable, as the message lists them (empty when the outputs could
+    not be compared or the gate refused them: `message` says why); `details`: what explains
+    the figures (flips, the worst channel, `refused`)."""
+
+    passed: bool
+    message: str
+    measured: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def headroom(self) -> float:
+        """The smallest headroom over the gate's limits (Limit.headroom): -inf when one
+        could not be measured, or nothing was."""
+        if not self.measured:
+            return float("-inf")
+        return min((LIMITS[key].headroom(self.measured.get(LIMITS[key].metric), limit)
+                    for key, limit in self.limits.items()), default=float("inf"))
+
+
+def judge(gate: AccuracyGate, candidate: Path, reference: Path, where: str = "",
+          counted: str = "samples", rows: int | None = None) -> Judgement:
     """Passed only when every limit the gate sets is measured and met; `counted`: what a
     compared row is (a stream's: steps); `rows`: how many calls the outputs came from,
     which an output with a sample axis has as many rows as."""
@@ -65,14 +73,13 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
     if gate.slice is not None:
         details["slice"] = gate.slice.model_dump()
     try:
-        found = _compare(candidate, reference, gate, rows)
+        found = compare_gate(candidate, reference, gate, rows)
     except ValueError as exc:  # labels or outputs that cannot be compared: say so, fail
-        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
-                          counts_as_failure=True, details=details,
-                          message=f"cannot compare on '{gate.dataset}'{of}: {exc}")
+        return Judgement(False, f"cannot compare on '{gate.dataset}'{of}: {exc}",
+                         details=details)
     metrics = found.metrics
     details.update(found.details)
-    limits = {key: float(getattr(gate, key)) for key in ACCURACY_CHECKS
+    limits = {key: float(getattr(gate, key)) for key in LIMITS
               if getattr(gate, key) is not None}
     n = int(metrics["samples"])
     # Figures from a stand-in (an emulator, a proxy) say so in the line people read.
@@ -80,63 +87,22 @@ def judge_accuracy(target: str, name: str, gate: AccuracyGate, candidate: Path,
     refusal = _refusal(found, gate)
     if refusal is not None:
         # "refused:": the gate as written cannot judge this output (a build's error is
-        # not the cause, so no layer is blamed: evaluate.py reads `refused`).
+        # not the cause, so no layer is blamed: gates/evaluate.py reads `refused`).
         details = {**details, "refused": refusal.startswith("refused:")}
-        return GateResult(target=target, gate=name, status=GateStatus.FAILED,
-                          counts_as_failure=True, measured=metrics, limits=limits,
-                          details=details, message=f"{head}: {refusal}")
+        return Judgement(False, f"{head}: {refusal}", metrics, limits, details=details)
     failures = []
     for key, limit in limits.items():
-        metric, direction = ACCURACY_CHECKS[key]
-        if metric not in metrics:
-            failures.append(f"{metric} cannot be measured: {_unmeasured(metric, metrics, gate)}")
-            continue
-        value = metrics[metric]
-        ok = value >= limit if direction == ">=" else value <= limit
-        if not ok:
-            failures.append(f"{metric} {value:.4g} {'<' if direction == '>=' else '>'} {limit:g}")
+        check = LIMITS[key]
+        if check.metric not in metrics:
+            failures.append(f"{check.metric} cannot be measured: "
+                            f"{_unmeasured(check.metric, metrics, gate)}")
+        elif not check.met(metrics[check.metric], limit):
+            failures.append(check.missed(metrics[check.metric], limit))
     shown = ", ".join(f"{m} {metrics[m]:.4g}" for m in SHOWN[gate.task.value] if m in metrics)
     message = f"{head}: {shown}{_explained(metrics, details)}"
     if failures:
         message += f"; failed: {'; '.join(failures)}"
-    return GateResult(target=target, gate=name, status=GateStatus.FAILED if failures
-                      else GateStatus.PASSED, counts_as_failure=bool(failures),
-                      measured=metrics, limits=limits, details=details, message=message)
-
-
-def _compare(candidate: Path, reference: Path, gate: AccuracyGate,
-             rows: int | None = None) -> Comparison:
-    if gate.task is not AccuracyTask.DETECTION:
-        scaled = {k: float(getattr(gate, k)) for k in SCALED_LIMITS
-                  if getattr(gate, k) is not None}
-        return compare(candidate, reference, gate.output, gate.task.value, part=gate.slice,
-                       channel_axis=gate.channel_axis, margin=gate.margin,
-                       scaled_limits=scaled, rows=rows,
-                       sequence=SequenceOptions(
-                           gate.class_axis, gate.blank, gate.threshold, gate.range_tolerance,
-                           tuple(gate.trim), regions=any(getattr(gate, k) is not None
-                                                         for k in REGION_LIMITS),
-                           peak_threshold=gate.peak_threshold))
-    from edgebuild.gates.detection import (
-        detection_metrics,
-        load_detections,
-        load_truth,
-        truth_metrics,
-    )
-
-    assert gate.boxes is not None and gate.scores is not None  # the schema checks it
-    got, ref = (load_detections(p, gate.boxes, gate.scores, gate.classes)
-                for p in (candidate, reference))
-    metrics = detection_metrics(got, ref, gate.score_threshold, gate.iou_threshold,
-                                gate.score_tolerance)
-    truth = load_truth(candidate)
-    if truth is not None:
-        if len(truth) != len(got):
-            raise ValueError(f"{len(truth)} images of labels against {len(got)} of detections")
-        iou = gate.labels_iou_threshold or gate.iou_threshold
-        metrics.update(truth_metrics(got, ref, truth, iou))
-        metrics["labels_iou_threshold"] = iou
-    return Comparison(metrics)
+    return Judgement(not failures, message, metrics, limits, failures, details)
 
 
 def _refusal(found: Comparison, gate: AccuracyGate) -> str | None:
