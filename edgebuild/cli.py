@@ -361,8 +361,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.action == "verify":
         return cache_verify(store, args.shared_cache_trust or [], args.shared_cache_key)
+    from edgebuild.cache.memo import clean_memo
+
     cutoff = time.time() - args.older_than_days * 86400
-    removed = store.clean_tmp()
+    removed = store.clean_tmp() + clean_memo(store.root, cutoff)
     for artifact in list(store.entries()):
         if artifact.created < cutoff:
             store.remove(artifact.key)

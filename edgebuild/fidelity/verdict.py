@@ -11,11 +11,11 @@ budget ranks its trials by `Judgement.headroom`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgebuild.fidelity.compare import compare_gate
+from edgebuild.fidelity.judgement import Judgement
 from edgebuild.fidelity.limits import LIMITS
 from edgebuild.fidelity.metrics import Comparison
 from edgebuild.fidelity.regions import RARE_POSITIVE
@@ -31,34 +31,6 @@ SHOWN = {"classification": ("top1", "decided_agreement", "top1_agreement", "cosi
          "ctc": ("sequence_match", "cer", "cosine", "cer_labels", "reference_cer_labels"),
          "detection": ("box_agreement", "map50", "score_agreement", "reference_boxes",
                        "map50_labels", "reference_map50_labels")}
-
-
-@dataclass
-class Judgement:
-    """Truthy when every limit the gate sets is measured and met. `measured`: every figure
-    of the comparison; `limits`: the gate's limits by key (LIMITS' order); `failures`: each
-    limit missed or not measurable, as the message lists them (empty when the outputs could
-    not be compared or the gate refused them: `message` says why); `details`: what explains
-    the figures (flips, the worst channel, `refused`)."""
-
-    passed: bool
-    message: str
-    measured: dict[str, float] = field(default_factory=dict)
-    limits: dict[str, float] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    @property
-    def headroom(self) -> float:
-        """The smallest headroom over the gate's limits (Limit.headroom): -inf when one
-        could not be measured, or nothing was."""
-        if not self.measured:
-            return float("-inf")
-        return min((LIMITS[key].headroom(self.measured.get(LIMITS[key].metric), limit)
-                    for key, limit in self.limits.items()), default=float("inf"))
 
 
 def judge(gate: AccuracyGate, candidate: Path, reference: Path, where: str = "",

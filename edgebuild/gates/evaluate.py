@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from edgebuild.cache.memo import remembered
 from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
-from edgebuild.fidelity.verdict import judge
-from edgebuild.gates.latency import samples_file
+from edgebuild.fidelity.judgement import Judgement
+from edgebuild.gates.latency import samples_file, subsample
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import (
@@ -39,12 +40,18 @@ from edgebuild.recipe.models import (
     Unmeasurable,
 )
 
+if TYPE_CHECKING:
+    from edgebuild.core.artifact import Artifact
+
 
 def evaluate_target(target: str, gates: Gates, stages: TargetStages,
                     execution: ExecutionResult, policy: Policy,
-                    keep_samples: bool = True) -> list[GateResult]:
+                    keep_samples: bool = True, memo: Path | None = None
+                    ) -> list[GateResult]:
     """Every gate of one target (or search candidate); `keep_samples`: latency samples
-    go into the latency gate's details (for `edgebuild compare`)."""
+    go into the latency gate's details (for `edgebuild compare`); `memo`: the cache folder
+    whose memo (cache/memo.py) keeps what was read from stored files in earlier runs — an
+    accuracy judgement, a latency gate's subsampled samples — by their content."""
     results = []
     named = len(gates.accuracy_gates) > 1
     several = len(gates.accuracy_datasets) > 1
@@ -58,9 +65,10 @@ def evaluate_target(target: str, gates: Gates, stages: TargetStages,
         if labels.count(label) > 1:  # one output read as two tasks: accuracy[out:ctc]
             label = f"{label}:{gate.task.value}"
         name = f"accuracy[{label}]" if named else "accuracy"
-        results.append(_accuracy(target, name, gate, stages, execution, policy))
+        results.append(_accuracy(target, name, gate, stages, execution, policy, memo))
     if gates.latency is not None:
-        results.extend(_latency(target, gates.latency, stages, execution, policy, keep_samples))
+        results.extend(_latency(target, gates.latency, stages, execution, policy,
+                                keep_samples, memo))
         if stages.compare is not None:
             results.extend(_regression(target, gates.latency, stages, execution, policy))
     if gates.speedup is not None:
@@ -156,7 +164,8 @@ def _blocked(target: str, gate: str, run: StageRun | None, policy: Policy) -> Ga
 
 
 def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
-              execution: ExecutionResult, policy: Policy) -> GateResult:
+              execution: ExecutionResult, policy: Policy,
+              memo_root: Path | None = None) -> GateResult:
     infer = execution.runs.get(stages.infers.get(gate.dataset, ""))
     reference = execution.runs.get(stages.references.get(gate.dataset, ""))
     for run in (reference, infer):
@@ -169,8 +178,20 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     counted = ("samples" if "steps" not in meta else  # a stream: each build's own state
                f"steps ({meta['sequences']} sequence{'s' * (meta['sequences'] != 1)}, "
                "each build carrying its own state)")
-    result = GateResult.judged(target, name, judge(
-        gate, infer.artifact.main, reference.artifact.main, where, counted, meta.get("samples")))
+    rows = meta.get("samples")
+    candidate, fp32 = infer.artifact.main, reference.artifact.main
+
+    def judged() -> Judgement:
+        from edgebuild.fidelity.verdict import judge
+
+        return judge(gate, candidate, fp32, where, counted, rows)
+
+    # A pure function of the two outputs files (by content), the gate and the code: a
+    # cached run reads it back instead of comparing again, and imports no numpy.
+    judgement = remembered(memo_root, "judgements", Judgement, judged, {
+        "build": infer.artifact.files, "fp32": reference.artifact.files, "where": where,
+        "gate": gate.model_dump(mode="json"), "counted": counted, "rows": rows})
+    result = GateResult.judged(target, name, judgement)
     layers = _layer_reports(stages, execution)
     clipped = _clipped_scores(gate, stages, execution)
     if clipped and result.counts_as_failure:
@@ -229,8 +250,8 @@ def _explain(layers: dict[str, Any]) -> str:
 
 
 def _latency(target: str, gate: LatencyGate, stages: TargetStages,
-             execution: ExecutionResult, policy: Policy, keep_samples: bool = True
-             ) -> list[GateResult]:
+             execution: ExecutionResult, policy: Policy, keep_samples: bool = True,
+             memo: Path | None = None) -> list[GateResult]:
     """One result, `latency`; with shape profiles one per profile, `latency[<profile>]`."""
     run = execution.runs.get(stages.latency or "")
     blocked = _blocked(target, "latency", run, policy)
@@ -249,11 +270,11 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
             details={"where": where},
             message=f"{record.unmeasurable} (policy.unmeasurable: {policy.unmeasurable.value})")]
     if record.profiles is None:
-        samples = run.artifact.path / "samples_ms.npy"
+        samples = _kept_samples(run.artifact, "samples_ms.npy", keep_samples, memo)
         budget = gate.budget_for(EXAMPLE)
         assert budget is not None  # the loader checks every profile has one
         return [_latency_from_stats(target, gate, record, policy,
-                                    samples if keep_samples and samples.is_file() else None,
+                                    samples,
                                     budget=budget, where=where)]
     results = []
     for profile, row in record.profiles.items():
@@ -263,10 +284,10 @@ def _latency(target: str, gate: LatencyGate, stages: TargetStages,
         if row.refused:
             results.append(_profile_refused(target, name, profile, row, budget, policy))
             continue
-        samples = run.artifact.path / samples_file(profile)
+        samples = _kept_samples(run.artifact, samples_file(profile), keep_samples, memo)
         result = _latency_from_stats(
             target, gate, row, policy,
-            samples if keep_samples and samples.is_file() else None, budget=budget,
+            samples, budget=budget,
             name=name, where=where)
         result.details["profile"] = profile
         result.details["shapes"] = row.shapes or {}
@@ -308,7 +329,7 @@ def _profile_refused(target: str, name: str, profile: str, row: LatencyFigures,
 
 
 def _latency_from_stats(target: str, gate: LatencyGate, stats: LatencyFigures,
-                        policy: Policy, samples: Path | None = None, *,
+                        policy: Policy, samples: list[float] | None = None, *,
                         budget: float | None = None, name: str = "latency",
                         where: str = "") -> GateResult:
     """The verdict from a measure-latency stage's figures (`samples`: to keep some);
@@ -374,7 +395,7 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: LatencyFigures,
         limits=limits,
         details={"ci95": [low, high], "conditions": conditions, "where": where, **details,
                  **({"per": "step"} if per else {}),
-                 **({"samples_ms": _subsample(samples)} if samples else {})},
+                 **({"samples_ms": samples} if samples else {})},
         message=message)
 
 
@@ -401,14 +422,14 @@ def _device_latency(target: str, gate: LatencyGate, stats: LatencyFigures, where
         message=message)
 
 
-def _subsample(path: Path, keep: int = 2000) -> list[float]:
-    """At most `keep` samples in time order, so `edgebuild compare` can test two reports."""
-    import numpy as np
-
-    samples = np.load(path)
-    if len(samples) > keep:
-        samples = samples[np.linspace(0, len(samples) - 1, keep).astype(int)]
-    return [round(float(v), 4) for v in samples]
+def _kept_samples(artifact: Artifact, name: str, keep_samples: bool, memo: Path | None
+                  ) -> list[float] | None:
+    """The latency samples a report keeps (`subsample`), read back from the memo when
+    this file was read before."""
+    if not keep_samples or name not in artifact.files:
+        return None
+    return remembered(memo, "latency-samples", list[float],
+                      lambda: subsample(artifact.path / name), {"samples": artifact.files[name]})
 
 
 def _regression(target: str, gate: LatencyGate, stages: TargetStages,

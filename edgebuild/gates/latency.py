@@ -40,6 +40,8 @@ from edgebuild.measure.record import (
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from edgebuild.backends.base import Backend, Runner
@@ -158,6 +160,16 @@ def _stored(ctx: StageContext, record: LatencyRecord) -> OpResult:
 def samples_file(profile: str) -> str:
     """The samples of one declared shape profile (names are folder-safe: SAFE_NAME)."""
     return f"samples_ms-{profile}.npy"
+
+
+def subsample(path: Path, keep: int = 2000) -> list[float]:
+    """At most `keep` samples in time order, so `edgebuild compare` can test two reports."""
+    import numpy as np
+
+    samples = np.load(path)
+    if len(samples) > keep:
+        samples = samples[np.linspace(0, len(samples) - 1, keep).astype(int)]
+    return [round(float(v), 4) for v in samples]
 
 
 def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],

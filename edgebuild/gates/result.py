@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from edgebuild.fidelity.verdict import Judgement
+    from edgebuild.fidelity.judgement import Judgement
 
 
 class GateStatus(StrEnum):

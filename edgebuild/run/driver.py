@@ -145,7 +145,7 @@ def run_recipe(loaded: LoadedRecipe, options: RunOptions, cache_dir: Path) -> Re
     finally:
         executor.shutdown()
     resolver.stats.save()
-    report = _report(loaded, built, execution, out, started, started_wall, searches)
+    report = _report(loaded, built, execution, out, started, started_wall, searches, store)
     forget_noisy(report, built, execution, searches, store)
     write_reports(report, out)
     return report
@@ -287,7 +287,8 @@ def _reads_throughput(gate: GateResult) -> bool:
 
 def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: Path,
             started: float, started_wall: dt.datetime,
-            searches: dict[str, SearchResult] | None = None) -> Report:
+            searches: dict[str, SearchResult] | None = None,
+            store: Store | None = None) -> Report:
     from edgebuild.execute.result import Outcome
     from edgebuild.gates.evaluate import evaluate_target
     from edgebuild.gates.profiling import recorded
@@ -295,6 +296,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
     from edgebuild.run.artifacts import export_target, manifest_of
 
     searches = searches or {}
+    memo = store.root if store is not None else None  # cache/memo.py
     targets = []
     contained: set[str] = set()  # stages of candidates whose search still chose one
     owned = own_stages(built) if searches else {}
@@ -310,7 +312,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                 contained |= {sid for ids in owned[name].values() for sid in ids}
         else:
             gates = evaluate_target(name, entry.gates, stages, execution,
-                                    loaded.recipe.policy_for(name))
+                                    loaded.recipe.policy_for(name), memo=memo)
         chosen = outcome is None or outcome.chosen is not None
         run = execution.runs[stages.compiled]
         compiled = run.artifact if chosen else None

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from edgebuild.fidelity.judgement import Judgement
 from edgebuild.fidelity.limits import LIMITS, Limit
-from edgebuild.fidelity.verdict import Judgement
 from edgebuild.recipe.accuracy import (
     CLASS_LIMITS,
     DETECTION_KEYS,
