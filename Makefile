@@ -16,6 +16,7 @@ quickstart: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check edgebuild tests benchmarks recipes
 	$(VENV)/bin/mypy edgebuild
+	$(VENV)/bin/lint-imports
 
 # Two workers (pytest-xdist); tests/conftest.py keeps a module's tests on one worker. The
 # 30 slowest tests are printed on every run: the suite's time is a budget (docs/testing.md).

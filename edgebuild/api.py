@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgebuild.cache.store import Store
+from edgebuild.cache.store import CACHE_ENV, Store, default_cache_dir
 from edgebuild.plan.planner import Plan, build_plan, select_targets
 from edgebuild.plan.resolve import KeyResolver, StageStatus
 from edgebuild.recipe.loader import LoadedRecipe, load_recipe
@@ -15,19 +14,8 @@ from edgebuild.run.driver import RunOptions, write_reports
 if TYPE_CHECKING:
     from edgebuild.report.model import Report
 
-__all__ = ["Plan", "Report", "RunOptions", "default_cache_dir", "load", "plan", "run",
-           "write_reports"]
-
-CACHE_ENV = "EDGEBUILD_CACHE_DIR"
-
-
-def default_cache_dir() -> Path:
-    """$EDGEBUILD_CACHE_DIR, else the user cache folder (~/.cache/edgebuild on Linux)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("edgebuild"))
+__all__ = ["CACHE_ENV", "Plan", "Report", "RunOptions", "default_cache_dir", "load", "plan",
+           "run", "write_reports"]
 
 
 def load(recipe: Path) -> LoadedRecipe:

@@ -469,7 +469,7 @@ class _DaskOneLine(logging.Filter):
     (the scheduler's failed scatter to a killed worker), which are not ours to show."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from edgebuild.execute.cluster import recovered
+        from edgebuild.execute.logs import recovered
 
         if recovered(record):  # a worker death the executor's retry makes good
             return False

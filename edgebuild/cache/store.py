@@ -37,6 +37,16 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "artifact.json"
 SEEN = ".seen.json"  # name -> the stat signature of the file when it last hashed right
+CACHE_ENV = "EDGEBUILD_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """$EDGEBUILD_CACHE_DIR, else the user cache folder (~/.cache/edgebuild on Linux)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("edgebuild"))
 
 
 class Store:

@@ -28,7 +28,7 @@ from edgebuild.core.target import Target
 from edgebuild.errors import StageError
 
 if TYPE_CHECKING:
-    from edgebuild.data.loaders import Samples
+    from edgebuild.data.samples import Samples
 
 
 class NoParams(BaseModel):

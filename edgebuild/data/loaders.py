@@ -1,8 +1,9 @@
 """Load a declared dataset into arrays, with deterministic sampling.
 
-Every kind returns `Samples`: one array per model input (first axis = sample)
-and optional integer labels; an image dataset with label files also gives each
-image's boxes (ragged), in the model's input pixels (`edgebuild.data.boxes`).
+Every kind returns `Samples` (data/samples.py; named from here too): one array per
+model input (first axis = sample) and optional integer labels; an image dataset with
+label files also gives each image's boxes (ragged), in the model's input pixels
+(`edgebuild.data.boxes`).
 Which samples are kept depends only on the dataset's content, `limit` and `seed`,
 so a cached stage stays valid.
 """
@@ -10,7 +11,6 @@ so a cached stage stays valid.
 from __future__ import annotations
 
 import gzip
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,8 @@ import numpy as np
 
 from edgebuild.data.boxes import BoxTransform, ImageBoxes, read_coco, read_yolo
 from edgebuild.data.digest import image_files
-from edgebuild.data.stream import Steps
+from edgebuild.data.samples import Samples as Samples
+from edgebuild.data.samples import Steps
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import (
     CallableDataset,
@@ -29,35 +30,6 @@ from edgebuild.recipe.datasets import (
     NpzFile,
 )
 from edgebuild.recipe.files import load_callable, resolve_file
-
-
-@dataclass
-class Samples:
-    inputs: dict[str, np.ndarray]
-    labels: np.ndarray | None
-    names: list[str]
-    boxes: list[ImageBoxes] | None = None  # detection labels, one entry per sample
-    # Inputs without a sample axis (`batch_axis: null`): fed as the dataset gives them.
-    unbatched: frozenset[str] = frozenset()
-    # A stream (`stream:`): each sample is a sequence, cut into steps (data/stream.py).
-    steps: Steps | None = None
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def feed(self, index: int) -> dict[str, np.ndarray]:
-        """Inputs of one sample: batch dimension kept (shape 1×…), except for an input
-        without one, fed as it is (a recurrent state [2, 1, 128], a scalar [])."""
-        if self.steps is not None:
-            raise DataError(f"dataset '{self.steps.dataset}' is a stream: its samples are "
-                            "whole sequences, which only accuracy gates evaluate, step by "
-                            "step", "give this stage a dataset of single steps")
-        return self.sequence(index)
-
-    def sequence(self, index: int) -> dict[str, np.ndarray]:
-        """`feed`, also for a stream's sample: the whole sequence, uncut."""
-        return {k: v[index, ...] if k in self.unbatched else v[index : index + 1]
-                for k, v in self.inputs.items()}
 
 
 def choose(count: int, limit: int | None, seed: int) -> np.ndarray:

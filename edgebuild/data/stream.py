@@ -13,47 +13,18 @@ never FP32's. Without a `stream:` every sample is one call, as always.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgebuild.data.samples import Samples, Steps
 from edgebuild.errors import DataError
 
 if TYPE_CHECKING:
-    from edgebuild.data.loaders import Samples
     from edgebuild.recipe.stream import StreamSteps
 
 Infer = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
-
-
-@dataclass(frozen=True)
-class Steps:
-    """A dataset's `stream:` resolved against the declared inputs."""
-
-    dataset: str
-    input: str  # the input cut into steps
-    axis: int  # along this axis of it (0 is the batch)
-    window: int  # the input's declared size along `axis`
-    hop: int  # new values per step
-    reset: str  # "sample" | "never"
-
-    def count(self, length: int) -> int:
-        """Steps in a sequence of `length` values (a tail shorter than a hop is dropped)."""
-        return length // self.hop
-
-    def windows(self, values: np.ndarray) -> Iterator[np.ndarray]:
-        """The consecutive windows of one fed sample, in order: each `hop` new values after
-        the previous window's last `window - hop`, zeros before the first."""
-        context = self.window - self.hop
-        pad = list(values.shape)
-        pad[self.axis] = context
-        padded = np.concatenate([np.zeros(pad, values.dtype), values], axis=self.axis)
-        for step in range(self.count(values.shape[self.axis])):
-            index: list[Any] = [slice(None)] * values.ndim
-            index[self.axis] = slice(step * self.hop, step * self.hop + self.window)
-            yield np.ascontiguousarray(padded[tuple(index)])
 
 
 def declared_steps(spec: StreamSteps, dataset_input: str | None,

@@ -87,7 +87,7 @@ def describe(exc: BaseException) -> str:
 def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                 expect_modules: dict[str, str], timeout_s: float | None) -> dict[str, Any]:
     from edgebuild.execute.carry import check_modules
-    from edgebuild.execute.cluster import one_line_logs
+    from edgebuild.execute.logs import one_line_logs
     from edgebuild.execute.task import run_in_subprocess
     from edgebuild.execute.taskdirs import new_task_folder, remove_tree
 

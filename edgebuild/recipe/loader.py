@@ -31,7 +31,7 @@ from edgebuild.recipe.models import (
 )
 from edgebuild.recipe.onnx_inputs import check_onnx_inputs
 from edgebuild.recipe.search import Candidate, GridError, expand
-from edgebuild.recipe.stream import check_stream
+from edgebuild.recipe.stream_check import check_stream
 from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
 from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml

@@ -23,6 +23,7 @@ from html import escape
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.measure.record import OpProfile
+from edgebuild.report.markdown import md, md_code
 from edgebuild.report.model import Report, TargetReport
 
 ROWS = 12  # op types listed per comparison (the largest differences first)
@@ -184,8 +185,6 @@ def _one_side(c: OpComparison) -> list[tuple[str, list[str]]]:
 
 def markdown_lines(cs: list[OpComparison]) -> list[str]:
     """A section per comparison ([] when there is none)."""
-    from edgebuild.report.render import md, md_code
-
     lines: list[str] = []
     for c in cs:
         lines += ["", f"### Per-op comparison: {md(c.a)} (A) vs {md(c.b)} (B)", "",

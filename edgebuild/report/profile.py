@@ -10,8 +10,8 @@ from __future__ import annotations
 from html import escape
 
 from edgebuild.measure.record import Memory, OpProfile
+from edgebuild.report.markdown import md, md_code
 from edgebuild.report.model import Report, TargetReport
-from edgebuild.report.render import md, md_code
 
 TOP = 10  # operators listed by time
 TYPES = 8  # op types listed

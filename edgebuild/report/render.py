@@ -3,54 +3,23 @@
 summary.md lands in a CI step summary, so nothing a recipe or a data file wrote may
 act as Markup there: a dataset named `<script>…|[x](javascript:…)` or a label line
 holding `<img src=…>` must read as the text it is. Every such value goes through `md`
-(or `md_code`); only the renderer's own `<details>`, tables and emphasis are markup.
+(or `md_code`; report/markdown.py); only the renderer's own `<details>`, tables and
+emphasis are markup.
 """
 
 from __future__ import annotations
 
-import re
 from xml.etree import ElementTree as ET
 
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.report import opcompare
+from edgebuild.report.markdown import md, md_block, md_code
 from edgebuild.report.model import CandidateReport, Report, SearchReport
+from edgebuild.report.profile import markdown_lines as profile_lines
 
 ICONS = {GateStatus.PASSED: "✅ pass", GateStatus.FAILED: "❌ FAIL",
          GateStatus.UNMEASURABLE: "⚠️ not measurable", GateStatus.NOT_RUN: "❌ not run",
          GateStatus.UNDECIDED: "⚠️ undecided"}
-
-
-# Characters that start Markup in GitHub-flavoured Markdown, as numeric entities: a
-# table cell is split at `|` before entities are decoded, and an entity never opens a
-# tag, a code span or a link. `[x]` alone stays (it is no link without `(…)` after it).
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;",
-             "`": "&#96;", "\\": "&#92;"}
-_SPECIAL = re.compile(r"[&<>|`\\]|\](?=\()|[\x00-\x1f\x7f\u2028\u2029]+")
-
-
-def _entity(match: re.Match[str]) -> str:
-    text = match.group()
-    if text == "]":
-        return "&#93;"  # `](` would close a link's text and open its destination
-    return _ENTITIES.get(text, " ")  # a newline or another control character: a space
-
-
-def md(value: object) -> str:
-    """`value` as inert Markdown text on one line: fit for a table cell or a list item."""
-    return _SPECIAL.sub(_entity, str(value))
-
-
-def md_code(value: object) -> str:
-    """`value` shown as code: a plain code span when nothing in it needs escaping (inside
-    one, neither entities nor backslashes work), else `<code>` around escaped text."""
-    text = str(value)
-    return f"`{text}`" if not _SPECIAL.search(text) else f"<code>{md(text)}</code>"
-
-
-def md_block(text: str) -> str:
-    """A backend's Markdown note (tables, headings) with raw HTML and links made inert:
-    its cells hold node names the model file wrote (no note of edgebuild's has a link)."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("](", "&#93;("))
 
 
 def could_not_time(report: Report) -> str:
@@ -123,11 +92,7 @@ def markdown(report: Report) -> str:
                    else "") for s in failed]
     for target in report.targets:
         lines += flips_section(target.gates)
-    from edgebuild.report.profile import markdown_lines  # it uses md(): imported here
-
-    lines += markdown_lines(report)
-    from edgebuild.report import opcompare
-
+    lines += profile_lines(report)
     lines += opcompare.markdown_lines(opcompare.comparisons(report))
     notes = [g for g in report.gates if g.status is not GateStatus.PASSED]
     if notes:

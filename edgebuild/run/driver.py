@@ -368,8 +368,8 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
     """A search target's gates: the chosen candidate's, as the target's, plus `search`."""
     from edgebuild.gates.evaluate import evaluate_target
     from edgebuild.gates.result import GateResult, GateStatus
-    from edgebuild.report.search import search_report
     from edgebuild.run.search import CandidateState
+    from edgebuild.run.search_report import search_report
 
     entry = loaded.recipe.targets[name]
     policy = loaded.recipe.policy_for(name)

@@ -70,10 +70,12 @@ def profile_targets(loaded: LoadedRecipe, targets: list[str], out: Path,
                     cache_dir: Path | None, progress: Progress | None = None) -> Report:
     """Plan and run each target's chain, compile and profiling measure-latency; write the
     reports and OUT/profile-<target>.json (the OpProfile, when one was taken)."""
-    from edgebuild import api
+    from edgebuild.cache.store import default_cache_dir
+    from edgebuild.run.driver import RunOptions, run_recipe
 
-    report = api.run(for_profiling(loaded, targets), api.RunOptions(
-        out=out, cache_dir=cache_dir, targets=targets, profiling=True, progress=progress))
+    report = run_recipe(for_profiling(loaded, targets), RunOptions(
+        out=out, cache_dir=cache_dir, targets=targets, profiling=True, progress=progress),
+        cache_dir or default_cache_dir())
     for found in report.targets:
         if found.op_profile is not None:
             (out / profile_file(found.name)).write_text(
@@ -82,12 +84,12 @@ def profile_targets(loaded: LoadedRecipe, targets: list[str], out: Path,
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from edgebuild import api
     from edgebuild.plan.planner import build_plan, select_targets
+    from edgebuild.recipe.loader import load_recipe
     from edgebuild.report.opcompare import comparisons, text_lines
     from edgebuild.run.progress import ProgressPrinter
 
-    loaded = api.load(args.recipe)
+    loaded = load_recipe(args.recipe)
     for name in args.target:
         if name not in loaded.recipe.targets:
             select_targets(loaded, [name])  # the error names the close matches

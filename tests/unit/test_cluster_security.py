@@ -58,7 +58,7 @@ def test_dask_warnings_a_retry_makes_good_stay_off_the_terminal() -> None:
     import logging
 
     from edgebuild.cli import _DaskOneLine
-    from edgebuild.execute.cluster import _OneLine
+    from edgebuild.execute.logs import _OneLine
 
     def record(name: str, msg: str) -> logging.LogRecord:
         return logging.LogRecord(name, logging.WARNING, __file__, 1, msg, (), None)

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.report.markdown import md, md_code
 from edgebuild.report.model import (
     CandidateReport,
     Report,
@@ -15,7 +16,7 @@ from edgebuild.report.model import (
     StageReport,
     TargetReport,
 )
-from edgebuild.report.render import markdown, md, md_code
+from edgebuild.report.render import markdown
 
 DATASET = "<script>alert(1)</script>|[x](javascript:alert(2))"
 LABEL_LINE = "0 0.5 0.5 <img src=x onerror=alert(3)> 0.2"

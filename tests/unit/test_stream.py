@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from edgebuild.data.loaders import Samples, as_declared, check_matches_inputs
-from edgebuild.data.stream import Steps, evaluate, first_feeds
+from edgebuild.data.samples import Steps
+from edgebuild.data.stream import evaluate, first_feeds
 from edgebuild.errors import DataError, RecipeError
 from edgebuild.fidelity.outputs import save_outputs
 from edgebuild.recipe.loader import load_recipe

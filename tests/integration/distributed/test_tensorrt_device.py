@@ -44,7 +44,7 @@ def test_engine_stage_goes_to_the_tagged_worker_and_names_what_it_lacks(
          "--resources", "jetson-orin=1", "--name", "jetson", "--no-dashboard"],
         cwd=recipe.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         # Its INFO lines say when it joined, whatever an earlier in-process executor set
-        # (execute/cluster.py: quiet_dask quiets Dask through the environment).
+        # (execute/logs.py: quiet_dask quiets Dask through the environment).
         env={**os.environ, "DASK_LOGGING__DISTRIBUTED": "info"})
     assert worker.stdout is not None
     for line in worker.stdout:

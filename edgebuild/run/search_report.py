@@ -1,4 +1,5 @@
-"""A search's candidate table, for report.json, summary.md and JUnit."""
+"""A search's candidate table, for report.json, summary.md and JUnit: the run's outcome
+turned into the report's `SearchReport` (the report package knows no run)."""
 
 from __future__ import annotations
 
