@@ -52,8 +52,13 @@ def test_cache_verify_removes_corrupt_entries(tmp_path: Path,
     assert main(["cache", "verify", "--cache-dir", str(tmp_path)]) == 3
     assert "2 entries checked, 1 corrupt" in capsys.readouterr().out
     assert [a.key for a in store.entries()] == ["a" * 64]
+    from edgebuild.cache.memo import Memo
+
+    memo: Memo[list[float]] = Memo(tmp_path, "latency-samples", list[float])
+    memo.put(memo.key({"samples": "c" * 64}), [1.0])
     assert main(["cache", "gc", "--older-than-days", "0", "--cache-dir", str(tmp_path)]) == 0
     assert list(store.entries()) == []
+    assert not list((tmp_path / "memo").rglob("*.json"))  # gates' memo records go too
 
 
 def test_generated_docs_are_up_to_date() -> None:
