@@ -84,7 +84,7 @@ def profile_targets(loaded: LoadedRecipe, targets: list[str], out: Path,
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from edgebuild.plan.planner import build_plan, select_targets
+    from edgebuild.plan.planner import select_targets
     from edgebuild.recipe.loader import load_recipe
     from edgebuild.report.opcompare import comparisons, text_lines
     from edgebuild.run.progress import ProgressPrinter
@@ -96,10 +96,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             raise EdgebuildError(f"--target {name}: name a target (not a pattern)",
                                  f"targets: {', '.join(loaded.recipe.targets)}")
     targets = list(dict.fromkeys(args.target))
-    progress = None
-    if not args.quiet:
-        progress = ProgressPrinter(len(build_plan(for_profiling(loaded, targets),
-                                                  only=targets, profiling=True).graph))
+    progress = None if args.quiet else ProgressPrinter()  # the driver says the plan's size
     out = args.out or Path("build") / loaded.recipe.name / "profile"
     report = profile_targets(loaded, targets, out, args.cache_dir, progress)
     for stage in report.stages:

@@ -46,9 +46,13 @@ def test_profile_builds_and_profiles_only_what_the_targets_need(tmp_path: Path) 
     # The same command again: the build is cached (the profile too, unless others took
     # the CPU while it was timed: such a figure is never cached, gates/noisy.py).
     again = edgebuild("profile", str(recipe), "--target", "plain", "--out",
-                      str(tmp_path / "again"), "--cache-dir", str(cache), "-q")
+                      str(tmp_path / "again"), "--cache-dir", str(cache))
     assert again.returncode == 0, again.stdout + again.stderr
     outcomes = {s["id"]: s["outcome"] for s in read_report(tmp_path / "again")["stages"]}
+    # Its progress counts the stages of the plan the driver built: [n/3], every line.
+    totals = {line.split("/")[1].split("]")[0] for line in again.stderr.splitlines()
+              if line.startswith("[")}
+    assert totals == {str(len(outcomes))}, again.stderr
     assert outcomes["compile@plain"] == outcomes["import-onnx"] == "cached"
 
     # A full run of the recipe reuses the profile's build; compare shows per-op tables.
