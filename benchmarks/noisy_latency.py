@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edgebuild.gates.evaluate import _latency_from_stats
+from edgebuild.gates.kinds.latency import _latency_from_stats
 from edgebuild.measure.conditions import CpuMeter, conditions, cpu_model
 from edgebuild.measure.record import LatencyFigures
 from edgebuild.measure.stats import summarize

@@ -59,7 +59,7 @@ def judge(gate: AccuracyGate, candidate: Path, reference: Path, where: str = "",
     refusal = _refusal(found, gate)
     if refusal is not None:
         # "refused:": the gate as written cannot judge this output (a build's error is
-        # not the cause, so no layer is blamed: gates/evaluate.py reads `refused`).
+        # not the cause, so no layer is blamed: gates/kinds/accuracy.py reads `refused`).
         details = {**details, "refused": refusal.startswith("refused:")}
         return Judgement(False, f"{head}: {refusal}", metrics, limits, details=details)
     failures = []

@@ -15,7 +15,7 @@ every per-layer figure blames some late node:
 Both numbers are in the quantize stage (the graph and its calibration data), so it
 compares them and says so in one sentence (`ScoreRange.sentence`); a gate's own
 threshold (`score_threshold` of a detection gate, `threshold` of a decision gate) is
-compared with the same figure when the gate is evaluated (gates/evaluate.py).
+compared with the same figure when the gate is evaluated (gates/kinds/accuracy.py).
 """
 
 from __future__ import annotations

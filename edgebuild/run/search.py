@@ -294,6 +294,7 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
           plan: Plan) -> CandidateResult:
     """A candidate's gates, and the one-line reason when it cannot be chosen."""
     from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.gates.kinds import failure
 
     entry = plan.recipe.recipe.targets[target]
     runs = [execution.runs.get(s) for s in candidate_ids(stages)]
@@ -313,28 +314,8 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
     bad = [g for g in gates if g.status is not GateStatus.PASSED]
     state = (CandidateState.UNMEASURABLE if any(g.status is GateStatus.UNMEASURABLE for g in bad)
              else CandidateState.REJECTED)
-    reason = "; ".join(f"{g.gate} {g.status.value}: {_failure(g)}" for g in bad)
+    reason = "; ".join(f"{g.gate} {g.status.value}: {failure(g)}" for g in bad)
     return CandidateResult(name, stages, state, reason, gates)
-
-
-def _failure(gate: GateResult) -> str:
-    """The part of a gate message that says what failed."""
-    if gate.is_latency and gate.status is GateStatus.FAILED and gate.measured:
-        key = f"p{int(gate.limits['percentile'])}"
-        return f"{key} {gate.measured[key]:.3g} ms > {gate.limits['budget_ms']:g} ms"
-    if gate.gate.startswith("accuracy") and gate.status is GateStatus.FAILED:
-        from edgebuild.fidelity.limits import LIMITS
-
-        found = []
-        for key, limit in gate.limits.items():
-            check = LIMITS[key]
-            value = gate.measured.get(check.metric)
-            if value is None:
-                found.append(f"{check.metric} not measurable")
-            elif not check.met(value, limit):
-                found.append(check.missed(value, limit))
-        return "; ".join(found) or gate.message
-    return gate.message
 
 
 def _message(results: dict[str, CandidateResult], chosen: str | None,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from edgebuild.errors import RecipeError
-from edgebuild.gates.evaluate import _latency_from_stats
+from edgebuild.gates.kinds.latency import _latency_from_stats
 from edgebuild.gates.noisy import MAX_SLOWDOWN, MachineLoad, machine_load, too_noisy, untrusted
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import LatencyFigures

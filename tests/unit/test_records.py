@@ -20,7 +20,8 @@ from edgebuild.core.stage_result import StageResult
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.execute.scheduler import Scheduler, _Started
 from edgebuild.execute.task import TaskOutcome
-from edgebuild.gates.evaluate import _latency, _paired
+from edgebuild.gates.kinds.latency import _latency
+from edgebuild.gates.kinds.paired import _paired
 from edgebuild.gates.result import GateStatus
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import (

@@ -523,7 +523,7 @@ def test_no_phone_no_benchmark(fake_adb: FakeAdb, model: Path) -> None:
 
 def test_latency_gate_on_device_figures() -> None:
     """benchmark_model's figures reach the gate: a printed median gates p50; p90 cannot."""
-    from edgebuild.gates.evaluate import _device_latency, _latency_from_stats
+    from edgebuild.gates.kinds.latency import _device_latency, _latency_from_stats
     from edgebuild.measure.record import LatencyRecord, read_record
     from edgebuild.recipe.models import LatencyGate, Policy
 
