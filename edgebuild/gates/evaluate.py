@@ -14,7 +14,6 @@ from edgebuild.cache.memo import remembered
 from edgebuild.core.shapes import EXAMPLE
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.fidelity.judgement import Judgement
-from edgebuild.gates.latency import samples_file, subsample
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import (
@@ -27,6 +26,7 @@ from edgebuild.measure.record import (
     Throughput,
     read_record,
 )
+from edgebuild.measure.samples import samples_file, subsample
 from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import (
     AccuracyGate,

@@ -1,7 +1,7 @@
 """compare-latency: the baseline's artifact and this build's, timed interleaved.
 
 Planned only for `edgebuild run --baseline REPORT` (the baseline arrives as the `baseline`
-input, gates/import_baseline.py) and the speed-up gate; see regression.py for why
+input, measuring/import_baseline.py) and the speed-up gate; see gates/regression.py for why
 both must be measured in the same process. With shape profiles, each profile is
 timed as its own pair (the regression gate decides per profile).
 """
@@ -16,9 +16,9 @@ from edgebuild.core.artifact import Artifact
 from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import ComparisonRecord, PairFigures
+from edgebuild.measuring.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.registry import load_backend
 
 

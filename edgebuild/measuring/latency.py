@@ -37,10 +37,10 @@ from edgebuild.measure.record import (
     LatencyRecord,
     SelectionRecord,
 )
+from edgebuild.measure.samples import samples_file
 from edgebuild.registry import backend_tools, load_backend
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     import numpy as np
 
@@ -120,8 +120,8 @@ class MeasureLatency(Op):
             for profile, timed in samples.items():
                 np.save(ctx.out / samples_file(profile), timed)
             record = LatencyRecord(where=where, profiles=rows)
-        if asked:  # after the timed runs, their runner closed (gates/profiling.py)
-            from edgebuild.gates.profiling import add_profile_and_memory
+        if asked:  # after the timed runs, their runner closed (measuring/profiling.py)
+            from edgebuild.measuring.profiling import add_profile_and_memory
 
             first = next(iter(profiles.values()))
             (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=first)
@@ -136,7 +136,8 @@ def _profile_only(ctx: StageContext, backend: Backend, reason: str) -> OpResult:
     """No latency (`reason`), but the per-op profile the backend can take here (QNN's on
     the HTP emulator: its own figures, labelled so). Never cached, as "not here" is not:
     a phone may be attached next time."""
-    from edgebuild.gates.profiling import MIN_RUNS, op_profile
+    from edgebuild.measure.profiled import MIN_RUNS
+    from edgebuild.measuring.profiling import op_profile
 
     assert ctx.target is not None
     shapes = next(iter(io_profiles(ctx.io).values()))
@@ -155,21 +156,6 @@ def _stored(ctx: StageContext, record: LatencyRecord) -> OpResult:
     data = record.to_json()
     (ctx.out / "latency.json").write_text(json.dumps(data, indent=1))
     return OpResult(main="latency.json", format="latency", metadata=data)
-
-
-def samples_file(profile: str) -> str:
-    """The samples of one declared shape profile (names are folder-safe: SAFE_NAME)."""
-    return f"samples_ms-{profile}.npy"
-
-
-def subsample(path: Path, keep: int = 2000) -> list[float]:
-    """At most `keep` samples in time order, so `edgebuild compare` can test two reports."""
-    import numpy as np
-
-    samples = np.load(path)
-    if len(samples) > keep:
-        samples = samples[np.linspace(0, len(samples) - 1, keep).astype(int)]
-    return [round(float(v), 4) for v in samples]
 
 
 def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],

@@ -8,7 +8,7 @@ process and times them round-robin in blocks, rotating who goes first each round
 
 The candidate with the lowest median over all its runs wins; every other one
 is reported as a ratio to the winner with a 95 % interval from a bootstrap over
-paired rounds (`decide` in regression.py), so a reader sees whether the win is
+paired rounds (`decide` in gates/regression.py), so a reader sees whether the win is
 real or within noise. The stage's key covers exactly the passing candidates'
 artifacts and settings: a re-run with the same gate outcomes reuses it.
 
@@ -28,11 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.gates.latency import InterleavedTiming
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import SelectionRecord
 from edgebuild.measure.record import Standing as StandingRecord
 from edgebuild.measure.timing import time_blocks
+from edgebuild.measuring.latency import InterleavedTiming
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.registry import load_backend
 

@@ -12,7 +12,7 @@ from typing import Any
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.fidelity.outputs import save_outputs
-from edgebuild.gates.reference import DatasetParams
+from edgebuild.measuring.reference import DatasetParams
 from edgebuild.registry import backend_tools, load_backend
 
 
