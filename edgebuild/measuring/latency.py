@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.generated import sample_inputs
-from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
 from edgebuild.gates import noisy
 from edgebuild.measure.conditions import conditions
@@ -38,10 +37,9 @@ from edgebuild.measure.record import (
     SelectionRecord,
 )
 from edgebuild.measure.samples import samples_file
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.measuring.base import TargetOp
 
 if TYPE_CHECKING:
-
     import numpy as np
 
     from edgebuild.backends.base import Backend, Runner
@@ -57,29 +55,24 @@ class LatencyParams(BaseModel):
                           "(`edgebuild profile` sets it).")
 
 
-class MeasureLatency(Op):
+class MeasureLatency(TargetOp):
     name = "measure-latency"
     version = 4  # 4: TFLite on-device op profile; TFLite host memory
     Params = LatencyParams
-    accepts = ("*",)
     produces = "latency"
-    target_specific = True
-    probes = "latency"
     summary = "time the compiled artifact with the latency protocol"
 
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return backend_tools(target.backend)
-
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _unmeasurable(self, ctx: StageContext, backend: Backend, params: Any,
+                      reason: str) -> OpResult:
+        """No latency here, but the per-op profile the backend can take, if asked."""
         assert ctx.target is not None
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        settings = ctx.target.measure
-        if reason and backend.profiles_without_latency and (settings.profile or params.profile):
+        if backend.profiles_without_latency and (ctx.target.measure.profile or params.profile):
             return _profile_only(ctx, backend, reason)
-        if reason:
-            return OpResult(main="", format="latency", unmeasurable=reason)
+        return super()._unmeasurable(ctx, backend, params, reason)
+
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
+        assert ctx.target is not None
+        settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
         # `edgebuild profile` (params.profile) asks the device's tool for its profile too.
         on_device = backend.device_latency(ctx.input(), ctx.target, settings.model_copy(
@@ -261,18 +254,11 @@ def _too_busy(busy: float | None, settings: MeasureSettings) -> bool:
     return limit is not None and busy is not None and busy > limit
 
 
-class InterleavedTiming(Op):
+class InterleavedTiming(TargetOp):
     """Base of the stages that time several artifacts against each other in one process
     (compare-latency, select): the same tools in the key, the same recorded conditions."""
 
-    accepts = ("*",)
-    target_specific = True
-    probes = "latency"
     tools: ClassVar[tuple[str, ...]] = ("numpy",)
-
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return (*backend_tools(target.backend), "numpy")
 
     def finish(self, ctx: StageContext, file: str, record: ComparisonRecord | SelectionRecord,
                before: dict[str, Any]) -> OpResult:

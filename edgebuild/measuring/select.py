@@ -34,12 +34,13 @@ from edgebuild.measure.record import Standing as StandingRecord
 from edgebuild.measure.timing import time_blocks
 from edgebuild.measuring.latency import InterleavedTiming
 from edgebuild.recipe.common import MeasureSettings
-from edgebuild.registry import load_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import numpy as np
+
+    from edgebuild.backends.base import Backend
 
 
 class SelectCandidate(BaseModel):
@@ -64,17 +65,13 @@ class Select(InterleavedTiming):
     produces = "selection"
     summary = "time a search's passing candidates interleaved and pick the fastest"
 
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
         import numpy as np
 
         from edgebuild.core.generated import sample_inputs
 
         assert ctx.target is not None
         p: SelectParams = params
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        if reason:
-            return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = ctx.target.measure
         before = conditions(settings.threads)
         timed: dict[str, np.ndarray] = {}

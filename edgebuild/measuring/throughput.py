@@ -25,17 +25,19 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.generated import sample_inputs
-from edgebuild.core.op import Op, OpResult, StageContext
-from edgebuild.core.target import Target
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.gates import noisy
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import Conditions, Throughput
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.measuring.base import TargetOp
+
+if TYPE_CHECKING:
+    from edgebuild.backends.base import Backend
 
 WARMUP_S = 0.5  # concurrent requests before timing, discarded (threads, caches, JIT)
 
@@ -47,29 +49,18 @@ class ThroughputParams(BaseModel):
     seconds: float = Field(3.0, gt=0, le=600)
 
 
-class MeasureThroughput(Op):
+class MeasureThroughput(TargetOp):
     name = "measure-throughput"
     version = 1
     Params = ThroughputParams
-    accepts = ("*",)
     produces = "throughput"
-    target_specific = True
-    probes = "latency"
     summary = "time the compiled artifact with several requests in flight (FPS)"
 
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return backend_tools(target.backend)
-
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
         from edgebuild.measure.conditions import CpuMeter
 
         p: ThroughputParams = params
         assert ctx.target is not None
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        if reason:
-            return OpResult(main="", format=self.produces, unmeasurable=reason)
         if ctx.io.state:
             return OpResult(main="", format=self.produces, unmeasurable=(
                 "not measurable here: a stream's steps depend on each other (`state:`), so "
