@@ -240,7 +240,7 @@ def runner_infer(runner: Runner) -> Infer:
 def round_robin(candidates: list[Candidate], feeds: dict[str, np.ndarray], rounds: int,
                 warmup: int) -> None:
     """`rounds` (at least 8) × BLOCK timed calls of each candidate, order rotated each
-    round: the search's own interleaved timing (edgebuild.gates.select)."""
+    round: the search's own interleaved timing (edgebuild.measuring.select)."""
     settings = MeasureSettings(warmup_iterations=warmup, min_iterations=rounds * BLOCK,
                                max_iterations=rounds * BLOCK, min_seconds=0)
     blocks = time_blocks([_bind(c.infer, feeds) for c in candidates], settings)

@@ -192,7 +192,7 @@ def build(name: str, params: dict[str, Any], source: Path, calibration: Samples,
 
 def time_round_robin(runs: dict[str, Any], rounds: int) -> dict[str, np.ndarray]:
     """Per candidate: `rounds` (at least 8) blocks of BLOCK timed calls, candidates rotated
-    each round — the search's own interleaved timing (edgebuild.gates.select)."""
+    each round — the search's own interleaved timing (edgebuild.measuring.select)."""
     settings = MeasureSettings(warmup_iterations=10, min_iterations=rounds * BLOCK,
                                max_iterations=rounds * BLOCK, min_seconds=0)
     blocks = time_blocks(list(runs.values()), settings)

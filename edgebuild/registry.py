@@ -31,14 +31,14 @@ OPS: dict[str, str] = {
     "prepost-onnx": "edgebuild.passes.prepost_onnx:PrepostOnnx",
     "compile": "edgebuild.passes.compile:Compile",
     "device-build": "edgebuild.passes.device_build:DeviceBuild",
-    "reference": "edgebuild.gates.reference:Reference",
-    "infer": "edgebuild.gates.accuracy:Infer",
-    "measure-latency": "edgebuild.gates.latency:MeasureLatency",
-    "measure-throughput": "edgebuild.gates.throughput:MeasureThroughput",
-    "import-baseline": "edgebuild.gates.import_baseline:ImportBaseline",
-    "compare-latency": "edgebuild.gates.compare_latency:CompareLatency",
-    "compare-speed": "edgebuild.gates.compare_latency:CompareTargets",
-    "select": "edgebuild.gates.select:Select",
+    "reference": "edgebuild.measuring.reference:Reference",
+    "infer": "edgebuild.measuring.infer:Infer",
+    "measure-latency": "edgebuild.measuring.latency:MeasureLatency",
+    "measure-throughput": "edgebuild.measuring.throughput:MeasureThroughput",
+    "import-baseline": "edgebuild.measuring.import_baseline:ImportBaseline",
+    "compare-latency": "edgebuild.measuring.compare_latency:CompareLatency",
+    "compare-speed": "edgebuild.measuring.compare_latency:CompareTargets",
+    "select": "edgebuild.measuring.select:Select",
 }
 
 # The conversion any PyTorch source may need whatever its targets: a model meeting an

@@ -91,7 +91,7 @@ class Runner(ABC):
     def concurrent(self, feeds: dict[str, np.ndarray], streams: int | None, seconds: float,
                    warmup: float) -> dict[str, Any] | None:
         """Throughput the runtime's own way (OpenVINO: async requests under its THROUGHPUT
-        hint), as gates/throughput.drive reports it; None: measure-throughput runs
+        hint), as measuring/throughput.drive reports it; None: measure-throughput runs
         `streams` runners of this backend, each in its own thread."""
         return None
 
@@ -186,7 +186,7 @@ class Backend(ABC):
     # Builds a model whose graph ends in NMS (`model.prepost.detection`) faithfully; a
     # backend that would freeze or drop it says so at validation instead.
     converts_nms: ClassVar[bool] = True
-    # Its runner runs the runtime in this process (no device tool): gates/footprint.py
+    # Its runner runs the runtime in this process (no device tool): measuring/footprint.py
     # reads the runtime's peak resident memory in a fresh process here. False: a memory
     # gate is "not measurable here" (an emulator's or a stand-in's memory is not the
     # device's).
@@ -194,11 +194,11 @@ class Backend(ABC):
     # Its `op_profile` answers where its latency cannot be measured (QNN: the HTP
     # emulator's profile, with no phone; Core ML: "the compute plan needs macOS"):
     # measure-latency takes that profile when asked and keeps the latency "not measurable
-    # here" (gates/latency.py), and `probe` leaves such a stage to run.
+    # here" (measuring/latency.py), and `probe` leaves such a stage to run.
     profiles_without_latency: ClassVar[bool] = False
 
     def memory_measurable(self, target: Target) -> bool:
-        """Whether gates/footprint.py reads `target`'s runtime memory on this host: the
+        """Whether measuring/footprint.py reads `target`'s runtime memory on this host: the
         class's `measures_memory`, unless a backend's targets differ (TFLite: on the host,
         not on a phone)."""
         return self.measures_memory
@@ -243,7 +243,7 @@ class Backend(ABC):
         if purpose not in PROBE_PURPOSES:
             raise ValueError(f"probe purpose {purpose!r}: one of {', '.join(PROBE_PURPOSES)}")
         if purpose == "latency" and self.profiles_without_latency and target.measure.profile:
-            return None  # the stage runs: it takes the profile it can (gates/latency.py)
+            return None  # the stage runs: it takes the profile it can (measuring/latency.py)
         return self._probe(target, purpose) or None
 
     def _probe(self, target: Target, purpose: str) -> str | None:

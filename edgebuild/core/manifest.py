@@ -4,7 +4,7 @@ Every run writes it beside the files it copies, as `artifacts/<target>/manifest.
 (run/artifacts.py): the stage that built them and its key, each file with its sha256
 and size, what a runner needs besides the files (`Backend.runner_metadata`), the
 backend and tool versions, the resolved target profile, and the target's gate results.
-`run --baseline` imports a baseline build from it (gates/import_baseline.py); it is the
+`run --baseline` imports a baseline build from it (measuring/import_baseline.py); it is the
 record `edgebuild publish` ships (annotations and layers are read from it). So it is
 read as *untrusted* input: the schema is strict, every file name is confined to the
 folder it came in, and every file is checked against its digest and size before use.

@@ -15,11 +15,11 @@ never a KeyError deep in a gate.
 `profile`, `memory` and `throughput` are the slots for the per-operator profile, the
 memory figure and the throughput figure (issue 32): None until a backend measures them.
 `profile` is an OpProfile (ONNX Runtime's profiler, OpenVINO's performance counters:
-gates/profiling.py; QNN's profile on the HTP emulator, beside a latency that is "not
+measuring/profiling.py; QNN's profile on the HTP emulator, beside a latency that is "not
 measurable here"; Core ML's compute plan, an estimate with no ms; on a device
 benchmark_model's or trtexec's per-layer tables, backends/tflite/op_profiling.py and
 backends/tensorrt/layer_profile.py); `memory` is
-the runtime's peak resident memory (gates/footprint.py) or benchmark_model's figures.
+the runtime's peak resident memory (measuring/footprint.py) or benchmark_model's figures.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Conditions(Record):
 
 
 class Memory(Record):
-    """The memory a runtime needed, in MB (10^6 bytes): gates/footprint.py's, measured in
+    """The memory a runtime needed, in MB (10^6 bytes): measuring/footprint.py's, measured in
     a fresh process, or TFLite benchmark_model's init and overall figures."""
 
     peak_mb: float | None = None  # peak resident memory of load + inference
@@ -125,7 +125,7 @@ class OpProfile(Record):
 
 
 class Throughput(Record):
-    """Inferences per second with `streams` requests in flight (gates/throughput.py):
+    """Inferences per second with `streams` requests in flight (measuring/throughput.py):
     measure-throughput's record, and the slot of a device tool's own figure."""
 
     streams: int = Field(ge=1)

@@ -382,7 +382,7 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
                                        name, measures=True, **folded)
     if gates.latency is not None or gates.memory is not None or always_latency \
             or info.measure.profile:
-        # A memory gate asks measure-latency for the memory (gates/profiling.py); without
+        # A memory gate asks measure-latency for the memory (measuring/profiling.py); without
         # one its params stay {} and its key what it was. `measure.profile` is read from
         # the target's settings (in the key with the rest of the profile).
         params = {"memory": True} if gates.memory is not None else {}
@@ -403,7 +403,7 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
 
 def _baseline(b: _Builder, name: str, params: dict[str, Any]) -> str:
     """The stage whose artifact is the baseline as the device runs it: the imported build
-    (gates/import_baseline.py), and for a backend that builds on the device, its build
+    (measuring/import_baseline.py), and for a backend that builds on the device, its build
     there, so an engine is compared with an engine."""
     imported = b.add("import-baseline", params, {}, name)
     if not backend_class(b.loaded.targets[name].backend).builds_on_device:

@@ -30,7 +30,7 @@ def load_report(path: Path) -> Report:
 
 def baseline_artifacts(path: Path, backends: dict[str, str] | None = None
                        ) -> dict[str, dict[str, Any]]:
-    """Target -> params of its `import-baseline` stage (gates/import_baseline.py), for every
+    """Target -> params of its `import-baseline` stage (measuring/import_baseline.py), for every
     baseline target that shipped an artifact: its manifest, read and checked here (schema,
     confined names, every file's size and digest), so a bad baseline is a usage error
     before anything runs. `backends` (target -> this recipe's backend): a target whose

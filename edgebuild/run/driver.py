@@ -155,7 +155,7 @@ def import_baselines(built: Plan, resolver: KeyResolver, store: Store) -> None:
     """Put each `import-baseline` stage's artifact into the store here, before the run, so
     the stage is a cache hit wherever stages run: the manifest's paths are this machine's,
     and a remote worker gets the files as the comparison's input artifact, by content."""
-    from edgebuild.gates.import_baseline import ImportParams, import_build
+    from edgebuild.measuring.import_baseline import ImportParams, import_build
 
     for stage in built.order():
         if stage.op != "import-baseline" or stage.target is None:
@@ -291,7 +291,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             store: Store | None = None) -> Report:
     from edgebuild.execute.result import Outcome
     from edgebuild.gates.evaluate import evaluate_target
-    from edgebuild.gates.profiling import recorded
+    from edgebuild.measure.profiled import recorded
     from edgebuild.report.model import Report, StageReport, TargetReport
     from edgebuild.run.artifacts import export_target, manifest_of
 

@@ -1,7 +1,7 @@
 """`edgebuild profile RECIPE --target T [--target U]`: re-profile targets without a full run.
 
     recipe ─ target T, its gates set aside ─ build_plan(profiling) ─▶ chain ─ compile ─
-        measure-latency (profile on: gates/profiling.py) ─ run_recipe ─▶ OUT/profile-T.json,
+        measure-latency (profile on: measuring/profiling.py) ─ run_recipe ─▶ OUT/profile-T.json,
         the reports, and the top operators and time by op type on the terminal
 
 With two targets or more, those of one target profile and backend are also shown side

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def search_report(outcome: SearchResult, execution: ExecutionResult,
                   loaded: LoadedRecipe) -> SearchReport:
-    from edgebuild.gates.select import pareto_front
+    from edgebuild.measuring.select import pareto_front
 
     entry = loaded.recipe.targets[outcome.target]
     assert entry.search is not None

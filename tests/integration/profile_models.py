@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 # The profile is checked against the profiled run's own wall time: the ops' sum over the
-# mean wall time of the same runs (gates/profiling.py: consistency).
+# mean wall time of the same runs (measuring/profiling.py: consistency).
 #  - at most 1 + 5 %: the ops run inside the run (ONNX Runtime's sequential executor,
 #    one inter-op thread; OpenVINO's one stream), so only the timers' µs rounding per
 #    node can push the sum over; 5 % is ten times that rounding at this model's size.

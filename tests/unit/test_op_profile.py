@@ -17,8 +17,8 @@ from edgebuild.backends.openvino.profile import from_counters
 from edgebuild.core.artifact import Artifact
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.evaluate import evaluate_target
-from edgebuild.gates.profiling import profiled_runs, recorded
 from edgebuild.gates.result import GateStatus
+from edgebuild.measure.profiled import profiled_runs, recorded
 from edgebuild.measure.record import LatencyRecord, Memory, OpProfile, OpRow
 from edgebuild.plan.planner import TargetStages
 from edgebuild.plan.stage import Stage
@@ -214,7 +214,7 @@ def test_memory_of_a_device_runtime_is_not_measurable_here(profile: str) -> None
     """Only a runtime that runs in this process is measured: a phone's, a Jetson's or an
     emulator's memory is not read on this host, and says so."""
     from edgebuild.core.target import Target
-    from edgebuild.gates.footprint import measure_memory
+    from edgebuild.measuring.footprint import measure_memory
     from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
 
     target = Target(name="t", profile=load_profiles([BUILTIN_TARGETS])[profile].profile)

@@ -15,9 +15,9 @@ from edgebuild.core.artifact import Artifact
 from edgebuild.errors import PlanError, RecipeError
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
-from edgebuild.gates.select import pareto_front, rank
 from edgebuild.measure.record import SelectionRecord, Standing
 from edgebuild.measure.timing import time_blocks
+from edgebuild.measuring.select import pareto_front, rank
 from edgebuild.plan.planner import Plan, build_plan, own_stages
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.recipe.common import MeasureSettings

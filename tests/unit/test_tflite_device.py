@@ -548,7 +548,7 @@ RECORDED_PROFILE = Path(__file__).parent.parent / "data" / "profiles" / \
 def test_op_profile_is_a_run_of_its_own_after_the_timed_runs(
         fake_adb: FakeAdb, model: Path, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    from edgebuild.gates.profiling import profiled_runs
+    from edgebuild.measure.profiled import profiled_runs
     from edgebuild.measure.record import LatencyRecord, OpProfile, read_record
 
     monkeypatch.setenv("FAKE_ADB_REPLAY_PROFILE", str(RECORDED_PROFILE))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from edgebuild.gates.result import GateStatus
-from edgebuild.gates.throughput import drive, judge_throughput
+from edgebuild.gates.throughput import judge_throughput
 from edgebuild.measure.record import Conditions, Throughput
+from edgebuild.measuring.throughput import drive
 from edgebuild.plan.planner import build_plan
 from edgebuild.recipe.loader import load_recipe
 from edgebuild.recipe.models import Policy, ThroughputGate

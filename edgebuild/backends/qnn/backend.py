@@ -118,7 +118,7 @@ class QnnBackend(Backend):
     # by default; keep_float / mixed_range_bound options
     version = 6
     # measure-latency takes the emulator's per-op profile when asked, with its latency
-    # still "not measurable here" (profile.py; gates/latency.py)
+    # still "not measurable here" (profile.py; measuring/latency.py)
     profiles_without_latency = True
     extra = "qnn"
 

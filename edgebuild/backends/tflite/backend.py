@@ -182,7 +182,7 @@ class TfliteBackend(Backend):
 
     def memory_measurable(self, target: Target) -> bool:
         """On the host the runner runs ai-edge-litert in the measuring process, so
-        gates/footprint.py reads its peak memory as for ONNX Runtime; on a phone the
+        measuring/footprint.py reads its peak memory as for ONNX Runtime; on a phone the
         memory is benchmark_model's (device.py)."""
         return TfliteOptions.model_validate(target.options).latency_on is LatencyOn.HOST
 

@@ -475,10 +475,10 @@ def _profiled(phone: _Phone, remote_model: str, delegate: DeviceDelegate,
               threads: int | None, extra_flags: Sequence[str], timeout_s: float,
               mean_ms: float | None) -> dict[str, Any]:
     """A benchmark_model run with `--enable_op_profiling=true` (about a second of runs,
-    as on the host: gates/profiling.py), read as an OpProfile's JSON; one that says why
+    as on the host: measuring/profiling.py), read as an OpProfile's JSON; one that says why
     not when the run or its tables fail (the latency before it stands)."""
     from edgebuild.backends.tflite.op_profiling import SOURCE, ProfileLogError, op_profile
-    from edgebuild.gates.profiling import profiled_runs
+    from edgebuild.measure.profiled import profiled_runs
     from edgebuild.measure.record import OpProfile
 
     runs = profiled_runs(mean_ms)

@@ -20,10 +20,10 @@ from edgebuild.gates.kind import (
     passed_if,
     unreadable,
 )
-from edgebuild.gates.latency import samples_file, subsample
 from edgebuild.gates.noisy import beyond_noise, machine_load, too_noisy
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import LatencyFigures, LatencyRecord, RecordError, read_record
+from edgebuild.measure.samples import samples_file, subsample
 from edgebuild.recipe.models import Gates, LatencyGate, OnNoisy, Policy, Undecided, Unmeasurable
 
 if TYPE_CHECKING:

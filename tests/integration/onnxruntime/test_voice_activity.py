@@ -142,7 +142,7 @@ def session_path() -> Path:
 def test_a_timed_step_carries_the_state_the_previous_one_returned() -> None:
     """Latency of a stream is per step: each timed run is fed the state the run before it
     returned (from the declared initial zeros), as the deployed loop is."""
-    from edgebuild.gates.latency import _step
+    from edgebuild.measuring.latency import _step
 
     io = load_recipe(RECIPE).recipe.io_declarations()
     (feeds,) = sample_inputs(io["inputs"], seed=0, count=1)

@@ -18,7 +18,7 @@ def test_litert_profile_adds_up_and_names_xnnpack_kernels(tmp_path: Path) -> Non
     done = edgebuild("run", str(recipe), "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     # On the host LiteRT runs in the measuring process: its peak memory is read as
-    # ONNX Runtime's is (gates/footprint.py), and the memory gate judges it.
+    # ONNX Runtime's is (measuring/footprint.py), and the memory gate judges it.
     found = check_profile(read_report(out), "android", memory=True)
     profile = found["op_profile"]
     assert profile["source"] == "litert profiler (C API)"

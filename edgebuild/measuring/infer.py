@@ -7,35 +7,28 @@ the recipe re-evaluates without re-running.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from edgebuild.core.op import Op, OpResult, StageContext
-from edgebuild.core.target import Target
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.fidelity.outputs import save_outputs
-from edgebuild.gates.reference import DatasetParams
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.measuring.base import TargetOp
+from edgebuild.measuring.reference import DatasetParams
+
+if TYPE_CHECKING:
+    from edgebuild.backends.base import Backend
 
 
-class Infer(Op):
+class Infer(TargetOp):
     name = "infer"
     version = 3
     Params = DatasetParams
-    accepts = ("*",)
     produces = "outputs"
-    target_specific = True
+    tools: ClassVar[tuple[str, ...]] = ("numpy", "pillow")
     probes = "accuracy"
     summary = "run the compiled artifact on an evaluation dataset"
 
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return (*backend_tools(target.backend), "numpy", "pillow")
-
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
         assert ctx.target is not None
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target, "accuracy")
-        if reason:
-            return OpResult(main="", format="outputs", unmeasurable=reason)
         from edgebuild.data.stream import evaluate, first_feeds, stream_summary
 
         samples = ctx.dataset(params.dataset)

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.generated import sample_inputs
-from edgebuild.core.op import Op, OpResult, StageContext
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.profile import MeasureSettings
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
 from edgebuild.gates import noisy
 from edgebuild.measure.conditions import conditions
@@ -37,11 +36,10 @@ from edgebuild.measure.record import (
     LatencyRecord,
     SelectionRecord,
 )
-from edgebuild.registry import backend_tools, load_backend
+from edgebuild.measure.samples import samples_file
+from edgebuild.measuring.base import TargetOp
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import numpy as np
 
     from edgebuild.backends.base import Backend, Runner
@@ -57,29 +55,24 @@ class LatencyParams(BaseModel):
                           "(`edgebuild profile` sets it).")
 
 
-class MeasureLatency(Op):
+class MeasureLatency(TargetOp):
     name = "measure-latency"
     version = 4  # 4: TFLite on-device op profile; TFLite host memory
     Params = LatencyParams
-    accepts = ("*",)
     produces = "latency"
-    target_specific = True
-    probes = "latency"
     summary = "time the compiled artifact with the latency protocol"
 
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return backend_tools(target.backend)
-
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _unmeasurable(self, ctx: StageContext, backend: Backend, params: Any,
+                      reason: str) -> OpResult:
+        """No latency here, but the per-op profile the backend can take, if asked."""
         assert ctx.target is not None
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        settings = ctx.target.measure
-        if reason and backend.profiles_without_latency and (settings.profile or params.profile):
+        if backend.profiles_without_latency and (ctx.target.measure.profile or params.profile):
             return _profile_only(ctx, backend, reason)
-        if reason:
-            return OpResult(main="", format="latency", unmeasurable=reason)
+        return super()._unmeasurable(ctx, backend, params, reason)
+
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
+        assert ctx.target is not None
+        settings = ctx.target.measure
         where = backend.where(ctx.target, "latency")
         # `edgebuild profile` (params.profile) asks the device's tool for its profile too.
         on_device = backend.device_latency(ctx.input(), ctx.target, settings.model_copy(
@@ -120,8 +113,8 @@ class MeasureLatency(Op):
             for profile, timed in samples.items():
                 np.save(ctx.out / samples_file(profile), timed)
             record = LatencyRecord(where=where, profiles=rows)
-        if asked:  # after the timed runs, their runner closed (gates/profiling.py)
-            from edgebuild.gates.profiling import add_profile_and_memory
+        if asked:  # after the timed runs, their runner closed (measuring/profiling.py)
+            from edgebuild.measuring.profiling import add_profile_and_memory
 
             first = next(iter(profiles.values()))
             (feeds,) = sample_inputs(ctx.io.inputs, seed=0, count=1, shapes=first)
@@ -136,7 +129,8 @@ def _profile_only(ctx: StageContext, backend: Backend, reason: str) -> OpResult:
     """No latency (`reason`), but the per-op profile the backend can take here (QNN's on
     the HTP emulator: its own figures, labelled so). Never cached, as "not here" is not:
     a phone may be attached next time."""
-    from edgebuild.gates.profiling import MIN_RUNS, op_profile
+    from edgebuild.measure.profiled import MIN_RUNS
+    from edgebuild.measuring.profiling import op_profile
 
     assert ctx.target is not None
     shapes = next(iter(io_profiles(ctx.io).values()))
@@ -155,21 +149,6 @@ def _stored(ctx: StageContext, record: LatencyRecord) -> OpResult:
     data = record.to_json()
     (ctx.out / "latency.json").write_text(json.dumps(data, indent=1))
     return OpResult(main="latency.json", format="latency", metadata=data)
-
-
-def samples_file(profile: str) -> str:
-    """The samples of one declared shape profile (names are folder-safe: SAFE_NAME)."""
-    return f"samples_ms-{profile}.npy"
-
-
-def subsample(path: Path, keep: int = 2000) -> list[float]:
-    """At most `keep` samples in time order, so `edgebuild compare` can test two reports."""
-    import numpy as np
-
-    samples = np.load(path)
-    if len(samples) > keep:
-        samples = samples[np.linspace(0, len(samples) - 1, keep).astype(int)]
-    return [round(float(v), 4) for v in samples]
 
 
 def _profile(ctx: StageContext, runner: Runner, shapes: dict[str, list[int]],
@@ -275,18 +254,11 @@ def _too_busy(busy: float | None, settings: MeasureSettings) -> bool:
     return limit is not None and busy is not None and busy > limit
 
 
-class InterleavedTiming(Op):
+class InterleavedTiming(TargetOp):
     """Base of the stages that time several artifacts against each other in one process
     (compare-latency, select): the same tools in the key, the same recorded conditions."""
 
-    accepts = ("*",)
-    target_specific = True
-    probes = "latency"
     tools: ClassVar[tuple[str, ...]] = ("numpy",)
-
-    def tool_names(self, target: Target | None) -> tuple[str, ...]:
-        assert target is not None
-        return (*backend_tools(target.backend), "numpy")
 
     def finish(self, ctx: StageContext, file: str, record: ComparisonRecord | SelectionRecord,
                before: dict[str, Any]) -> OpResult:

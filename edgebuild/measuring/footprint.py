@@ -4,7 +4,7 @@ Why a process of its own: the measure-latency stage's process already holds what
 timed (a session, an arena, the runtime's threads) and, under a Dask worker or a search,
 other models; its high-water mark (VmHWM) is the most it ever held, whatever held it. So
 the parent writes the inputs and a spec to a scratch folder and starts
-`python -m edgebuild.gates.footprint spec.json`, which:
+`python -m edgebuild.measuring.footprint spec.json`, which:
 
     import numpy, edgebuild, the backend class; read the inputs   ─┐ baseline: VmRSS
     reset the high-water mark (`5` > /proc/self/clear_refs)        │
@@ -69,7 +69,7 @@ def measure_memory(artifact: Artifact, target: Target, threads: int | None,
         (folder / "spec.json").write_text(json.dumps(spec))
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "edgebuild.gates.footprint", str(folder / "spec.json")],
+                [sys.executable, "-m", "edgebuild.measuring.footprint", str(folder / "spec.json")],
                 capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise StageError(f"the memory measurement took over {TIMEOUT_S} s") from None

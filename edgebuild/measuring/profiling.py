@@ -1,7 +1,7 @@
 """What measure-latency adds after its timed runs when a target asks (issue 32).
 
     timed runs (the runner) ─ closed ─▶ per-op profile (a session of its own, profiling on)
-                                     ─▶ memory (a fresh process: gates/footprint.py)
+                                     ─▶ memory (a fresh process: measuring/footprint.py)
 
 Both run after the timed runs and outside them (a profiler's bookkeeping and a second
 session would perturb the timing), and only when asked: `measure.profile: true` takes
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgebuild.measure.record import LatencyRecord, Memory, OpProfile
+from edgebuild.measure.profiled import profiled_runs
+from edgebuild.measure.record import LatencyRecord, OpProfile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,16 +22,6 @@ if TYPE_CHECKING:
     from edgebuild.backends.base import Backend
     from edgebuild.core.artifact import Artifact
     from edgebuild.core.target import Target
-
-MIN_RUNS, MAX_RUNS = 5, 50  # profiled runs: about PROFILE_MS of inference, within these
-PROFILE_MS = 1000.0
-
-
-def profiled_runs(p50_ms: float | None) -> int:
-    """How many runs to profile: about a second of them, 5 to 50."""
-    if not p50_ms or p50_ms <= 0:
-        return MIN_RUNS
-    return max(MIN_RUNS, min(MAX_RUNS, round(PROFILE_MS / p50_ms)))
 
 
 def add_profile_and_memory(record: LatencyRecord, backend: Backend, artifact: Artifact,
@@ -40,7 +31,7 @@ def add_profile_and_memory(record: LatencyRecord, backend: Backend, artifact: Ar
     """Fill `record.profile` (with `measure.profile`, or `profile`: `edgebuild profile`)
     and `record.memory` (with either, or a memory gate: `memory`), in that order, after
     the timed runs."""
-    from edgebuild.gates.footprint import measure_memory
+    from edgebuild.measuring.footprint import measure_memory
 
     threads = target.measure.threads
     profile = profile or target.measure.profile
@@ -78,18 +69,3 @@ def consistency(profile: OpProfile) -> float | None:
     if not profile.ops_ms or not profile.wall_ms:
         return None
     return profile.ops_ms / profile.wall_ms
-
-
-def recorded(metadata: dict[str, object] | None) -> tuple[OpProfile | None, Memory | None]:
-    """The profile and memory a measure-latency stage stored (the report shows them);
-    (None, None) when it has none, or a record this edgebuild cannot read."""
-    from edgebuild.measure.record import RecordError, read_record
-
-    if not metadata:
-        return None, None
-    try:
-        record = read_record(LatencyRecord, dict(metadata), "measure-latency")
-    except RecordError:
-        return None, None
-    profile = record.profile if isinstance(record.profile, OpProfile) else None
-    return profile, record.memory

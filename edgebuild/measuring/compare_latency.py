@@ -1,25 +1,26 @@
 """compare-latency: the baseline's artifact and this build's, timed interleaved.
 
 Planned only for `edgebuild run --baseline REPORT` (the baseline arrives as the `baseline`
-input, gates/import_baseline.py) and the speed-up gate; see regression.py for why
+input, measuring/import_baseline.py) and the speed-up gate; see gates/regression.py for why
 both must be measured in the same process. With shape profiles, each profile is
 timed as its own pair (the regression gate decides per profile).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from edgebuild.core.artifact import Artifact
 from edgebuild.core.generated import sample_inputs
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.gates.latency import InterleavedTiming, refused, shapes_of
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import ComparisonRecord, PairFigures
-from edgebuild.registry import load_backend
+from edgebuild.measuring.latency import InterleavedTiming, refused, shapes_of
+
+if TYPE_CHECKING:
+    from edgebuild.backends.base import Backend
 
 
 class CompareLatency(InterleavedTiming):
@@ -31,20 +32,15 @@ class CompareLatency(InterleavedTiming):
     produces = "latency-comparison"
     summary = "time the baseline artifact and this one, interleaved"
 
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
-        return self.compare(ctx, ctx.input("baseline"))
-
-    def compare(self, ctx: StageContext, baseline: Artifact) -> OpResult:
-        """Time `baseline` and this stage's model in pairs of blocks, per shape profile."""
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
+        """Time the `baseline` input and this stage's model in pairs of blocks, per shape
+        profile."""
         import numpy as np
 
         from edgebuild.measure.timing import time_pair
 
         assert ctx.target is not None
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        if reason:
-            return OpResult(main="", format=self.produces, unmeasurable=reason)
+        baseline = ctx.input("baseline")
         settings = ctx.target.measure
         before = conditions(settings.threads)
         rows: dict[str, PairFigures] = {}

@@ -8,7 +8,7 @@ process and times them round-robin in blocks, rotating who goes first each round
 
 The candidate with the lowest median over all its runs wins; every other one
 is reported as a ratio to the winner with a 95 % interval from a bootstrap over
-paired rounds (`decide` in regression.py), so a reader sees whether the win is
+paired rounds (`decide` in gates/regression.py), so a reader sees whether the win is
 real or within noise. The stage's key covers exactly the passing candidates'
 artifacts and settings: a re-run with the same gate outcomes reuses it.
 
@@ -28,18 +28,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import EXAMPLE, io_profiles
-from edgebuild.gates.latency import InterleavedTiming
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import SelectionRecord
 from edgebuild.measure.record import Standing as StandingRecord
 from edgebuild.measure.timing import time_blocks
+from edgebuild.measuring.latency import InterleavedTiming
 from edgebuild.recipe.common import MeasureSettings
-from edgebuild.registry import load_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import numpy as np
+
+    from edgebuild.backends.base import Backend
 
 
 class SelectCandidate(BaseModel):
@@ -64,17 +65,13 @@ class Select(InterleavedTiming):
     produces = "selection"
     summary = "time a search's passing candidates interleaved and pick the fastest"
 
-    def run(self, ctx: StageContext, params: Any) -> OpResult:
+    def _run(self, ctx: StageContext, backend: Backend, params: Any) -> OpResult:
         import numpy as np
 
         from edgebuild.core.generated import sample_inputs
 
         assert ctx.target is not None
         p: SelectParams = params
-        backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target)
-        if reason:
-            return OpResult(main="", format=self.produces, unmeasurable=reason)
         settings = ctx.target.measure
         before = conditions(settings.threads)
         timed: dict[str, np.ndarray] = {}
