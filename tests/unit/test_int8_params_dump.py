@@ -1,12 +1,14 @@
 """The INT8 option sets' JSON dumps, pinned to what main wrote at af886c6 (before the
 INT8 wing moved to edgebuild/quant/).
 
-The quantize and openvino-quantize params' `model_dump(mode="json")` is in every such
-stage's cache key, with the op's version: a change of a field's name, order or default
-would silently rebuild every user's cached INT8 stages. The TFLite and QNN options enter
-keys as the recipe wrote them, but share those fields (calibration, per_channel,
+A stage's cache key holds its params as the recipe wrote them, with the op's version
+(plan/planner.py, cache/keys.py): a changed default therefore changes what an unchanged
+recipe computes WITHOUT changing its key, and a cache would hand back the old result. So
+a default, a field's name or its meaning changes only together with the owner's version
+(the quantize and openvino-quantize ops' `version`, the TFLite and QNN backends'), on
+purpose: these pins fail first. The four share fields (calibration, per_channel,
 keep_float, exclude_nodes, mixed_range_bound): a shared typed scheme must leave all four
-dumps as they are. Change a pin only together with the owner's version, on purpose.
+dumps as they are.
 
 DEFAULTS pins each owner's fields, in order, with their defaults; CHANGED, what every
 other configuration dumps differently (in the defaults' order, so the expected text is
