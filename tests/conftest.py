@@ -267,13 +267,20 @@ def xdist_group(nodeid: str) -> str:
     return nodeid if module in SPREAD_MODULES else module
 
 
+# pytest-timeout ([tool.pytest.ini_options] timeout: 15 min) for a test that may pay for the
+# quickstart's cold build (8 min quiet, up to 15 under load) before its own work.
+QUICKSTART_TIMEOUT_S = 1800
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "quickstart_build" in getattr(item, "fixturenames", ()) and \
-                xdist_group(item.nodeid) != "quickstart":
+        if "quickstart_build" not in getattr(item, "fixturenames", ()):
+            continue
+        if xdist_group(item.nodeid) != "quickstart":
             raise pytest.UsageError(f"{item.nodeid} uses quickstart_build: add it to "
                                     "QUICKSTART_USERS in tests/conftest.py, so that the "
                                     "quickstart is built once")
+        item.add_marker(pytest.mark.timeout(QUICKSTART_TIMEOUT_S))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
