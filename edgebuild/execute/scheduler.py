@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgebuild.backends.declaration import Where
 from edgebuild.cache.shared import SharedStore
 from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact, stage_keys
@@ -224,9 +225,11 @@ def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | 
         return None, None
     target = plan.recipe.targets[stage.target]
     backend = backend_class(target.backend)
+    placed = backend.placement
     on_device = (stage.op == "device-build"
-                 or (stage.measures and not (stage.op == "infer" and backend.accuracy_on_host))
-                 or (stage.op == "compile" and backend.compiles_on_device))
+                 or (stage.measures and not (stage.op == "infer"
+                                             and placed.accuracy is Where.HOST))
+                 or (stage.op == "compile" and placed.compile is Where.DEVICE))
     runs_on = target.runs_on
     if not on_device:
         return None, None

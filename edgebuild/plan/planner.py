@@ -58,7 +58,7 @@ class TargetStages:
     """The stages whose results one target's (or search candidate's) report is made of."""
 
     compiled: str  # for a search target: its select stage (the winner is known only later)
-    device_build: str | None = None  # what the device runs, built there (builds_on_device)
+    device_build: str | None = None  # what the device runs, built there (placement)
     chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
     # accuracy dataset -> its FP32 `reference` stage / the artifact's `infer` stage
     # (one pair per dataset the accuracy gates read, shared by the gates on it)
@@ -371,7 +371,7 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None, **folded)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
     runs = compiled  # what latency times: the compiled artifact, or the device's build of it
-    if backend.builds_on_device:
+    if backend.placement.device_build:
         runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name,
                                            **folded)
     for dataset in gates.accuracy_datasets:  # each inferred once, whatever checks it
@@ -406,7 +406,7 @@ def _baseline(b: _Builder, name: str, params: dict[str, Any]) -> str:
     (measuring/import_baseline.py), and for a backend that builds on the device, its build
     there, so an engine is compared with an engine."""
     imported = b.add("import-baseline", params, {}, name)
-    if not backend_class(b.loaded.targets[name].backend).builds_on_device:
+    if not backend_class(b.loaded.targets[name].backend).placement.device_build:
         return imported
     return b.add("device-build", {}, {"model": imported}, name,
                  name=f"device-build[baseline]@{name}")
