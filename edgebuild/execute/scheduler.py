@@ -39,7 +39,6 @@ from edgebuild.measure.record import malformed_record
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.plan.stage import Stage
-from edgebuild.registry import backend_class
 
 SLOTS = "slots"
 
@@ -219,20 +218,10 @@ class Scheduler:
 
 def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | None]:
     """The Dask resource tag, or the SSH board (host, python), a stage must run on: the
-    target's device, for the stages that run on it (measurements, and compile for a
-    backend that compiles on the device)."""
-    if stage.target is None:
+    target's device, for the stages the planner placed there (`Stage.runs_on`)."""
+    if stage.runs_on is not Where.DEVICE or stage.target is None:
         return None, None
-    target = plan.recipe.targets[stage.target]
-    backend = backend_class(target.backend)
-    placed = backend.placement
-    on_device = (stage.op == "device-build"
-                 or (stage.measures and not (stage.op == "infer"
-                                             and placed.accuracy is Where.HOST))
-                 or (stage.op == "compile" and placed.compile is Where.DEVICE))
-    runs_on = target.runs_on
-    if not on_device:
-        return None, None
+    runs_on = plan.recipe.targets[stage.target].runs_on
     if runs_on.kind is RunnerKind.DASK:
         return runs_on.resource, None
     if runs_on.kind is RunnerKind.SSH:
