@@ -6,22 +6,18 @@ stage (`Stage.runs_on`); the scheduler only reads that::
 
     Backend.placement ── planner ──▶ Stage.runs_on ── scheduler ──▶ Dask resource / SSH board
 
-Below the planner and the scheduler, beside `base.py`; imports nothing of edgebuild's.
+Below the planner and the scheduler, beside `base.py`; `Where` itself is core's
+(core/where.py: the stage and the scheduler use it without importing a backend), and
+is exported here with the rest of the declaration.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel, ConfigDict
 
+from edgebuild.core.where import Where
 
-class Where(StrEnum):
-    """Where a stage runs: this build host, or the target's own device (which may be this
-    host: `runs_on: {kind: host}`; the target's `runs_on` says how it is reached)."""
-
-    HOST = "host"
-    DEVICE = "device"
+__all__ = ["Capabilities", "Placement", "Where"]
 
 
 class Placement(BaseModel):

@@ -25,12 +25,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgebuild.backends.declaration import Where
 from edgebuild.cache.shared import SharedStore
 from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact, stage_keys
 from edgebuild.core.profile import RunnerKind
 from edgebuild.core.stage_result import StageResult
+from edgebuild.core.where import Where
 from edgebuild.execute.executor import StageExecutor
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, Progress, StageRun

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from edgebuild.backends.declaration import Where
 from edgebuild.core.digest import canonical_json
+from edgebuild.core.where import Where
 from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe

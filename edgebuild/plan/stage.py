@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from edgebuild.backends.declaration import Where
+from edgebuild.core.where import Where
 
 
 @dataclass(frozen=True)
