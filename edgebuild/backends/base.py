@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from edgebuild.backends.declaration import Capabilities, Placement
 from edgebuild.core.datasets import dataset_names
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
@@ -28,6 +29,15 @@ if TYPE_CHECKING:
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
 PROBE_PURPOSES = ("latency", "accuracy", "build")  # what `Backend.probe` is asked about
+# The flags a backend class once set, and what declares each now.
+_MOVED = {
+    "compiles_on_device": "placement = Placement(compile=Where.DEVICE)",
+    "builds_on_device": "placement = Placement(device_build=True)",
+    "accuracy_on_host": "placement = Placement(accuracy=Where.HOST)",
+    "measures_memory": "capabilities = Capabilities(measures_memory=True)",
+    "profiles_without_latency": "capabilities = Capabilities(profiles_without_latency=True)",
+    "converts_nms": "capabilities = Capabilities(converts_nms=False)",
+}
 
 
 class Runner(ABC):
@@ -171,37 +181,36 @@ class Backend(ABC):
     # files: every build's manifest records them (artifacts/<target>/manifest.json), and
     # `run --baseline` hands exactly these to the baseline's runner.
     runner_metadata: ClassVar[tuple[str, ...]] = ()
-    # Compile must run on the target device itself (a TensorRT engine is built for the
-    # GPU it runs on): under a Dask cluster it is sent to the worker holding the device.
-    compiles_on_device: ClassVar[bool] = False
-    # Compile runs here, and a second stage (`device-build`, placed like a measurement)
-    # turns its result into what the device runs: `build_on_device` (TensorRT's engine).
-    # Latency times that; accuracy times the compiled artifact when `accuracy_on_host`.
-    builds_on_device: ClassVar[bool] = False
-    accuracy_on_host: ClassVar[bool] = False
     # What a device worker must have installed (`edgebuild worker --target` checks it
     # before joining); default: `tools`.
     device_tools: ClassVar[tuple[str, ...]] = ()
     implemented: ClassVar[bool] = True
-    # Builds a model whose graph ends in NMS (`model.prepost.detection`) faithfully; a
-    # backend that would freeze or drop it says so at validation instead.
-    converts_nms: ClassVar[bool] = True
-    # Its runner runs the runtime in this process (no device tool): measuring/footprint.py
-    # reads the runtime's peak resident memory in a fresh process here. False: a memory
-    # gate is "not measurable here" (an emulator's or a stand-in's memory is not the
-    # device's).
-    measures_memory: ClassVar[bool] = False
-    # Its `op_profile` answers where its latency cannot be measured (QNN: the HTP
-    # emulator's profile, with no phone; Core ML: "the compute plan needs macOS"):
-    # measure-latency takes that profile when asked and keeps the latency "not measurable
-    # here" (measuring/latency.py), and `probe` leaves such a stage to run.
-    profiles_without_latency: ClassVar[bool] = False
+    # Where compile, a device build and the accuracy stage run (backends/declaration.py);
+    # the planner writes it on each stage (`Stage.runs_on`).
+    placement: ClassVar[Placement] = Placement()
+    # What it can measure or build: memory, a profile without latency, a graph with NMS.
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a flag that `placement` or `capabilities` now declares: a backend
+        written for the old flags would otherwise lose them without a word."""
+        super().__init_subclass__(**kwargs)
+        for old, new in _MOVED.items():
+            if old in cls.__dict__:
+                raise TypeError(f"backend {cls.__qualname__} sets `{old}`, which is now "
+                                f"declared as `{new}` (edgebuild.backends.declaration)")
+
+    @property
+    def profiles_without_latency(self) -> bool:
+        """`capabilities.profiles_without_latency`, for devices/probe.py until it moves to
+        execute/remote/ (redesign proposal 3); then this goes."""
+        return self.capabilities.profiles_without_latency
 
     def memory_measurable(self, target: Target) -> bool:
         """Whether measuring/footprint.py reads `target`'s runtime memory on this host: the
-        class's `measures_memory`, unless a backend's targets differ (TFLite: on the host,
-        not on a phone)."""
-        return self.measures_memory
+        class's `capabilities.measures_memory`, unless a backend's targets differ (TFLite:
+        on the host, not on a phone)."""
+        return self.capabilities.measures_memory
 
     def options(self, target: Target) -> BaseModel:
         return self.Options.model_validate(target.options)
@@ -220,7 +229,7 @@ class Backend(ABC):
         """
 
     def build_on_device(self, ctx: StageContext, target: Target) -> OpResult:
-        """With `builds_on_device`: turn the compiled `ctx.input()` into the device's
+        """With `placement.device_build`: turn the compiled `ctx.input()` into the device's
         artifact, on the device; elsewhere return a typed `unmeasurable` result."""
         raise NotImplementedError(f"backend {self.name} does not build on the device")
 
@@ -242,7 +251,8 @@ class Backend(ABC):
         """
         if purpose not in PROBE_PURPOSES:
             raise ValueError(f"probe purpose {purpose!r}: one of {', '.join(PROBE_PURPOSES)}")
-        if purpose == "latency" and self.profiles_without_latency and target.measure.profile:
+        if purpose == "latency" and self.capabilities.profiles_without_latency \
+                and target.measure.profile:
             return None  # the stage runs: it takes the profile it can (measuring/latency.py)
         return self._probe(target, purpose) or None
 

@@ -30,6 +30,7 @@ from edgebuild.cache.store import Store
 from edgebuild.core.artifact import Artifact, stage_keys
 from edgebuild.core.profile import RunnerKind
 from edgebuild.core.stage_result import StageResult
+from edgebuild.core.where import Where
 from edgebuild.execute.executor import StageExecutor
 from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, Progress, StageRun
@@ -38,7 +39,6 @@ from edgebuild.measure.record import malformed_record
 from edgebuild.plan.planner import Plan
 from edgebuild.plan.resolve import KeyResolver
 from edgebuild.plan.stage import Stage
-from edgebuild.registry import backend_class
 
 SLOTS = "slots"
 
@@ -218,18 +218,10 @@ class Scheduler:
 
 def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | None]:
     """The Dask resource tag, or the SSH board (host, python), a stage must run on: the
-    target's device, for the stages that run on it (measurements, and compile for a
-    backend that compiles on the device)."""
-    if stage.target is None:
+    target's device, for the stages the planner placed there (`Stage.runs_on`)."""
+    if stage.runs_on is not Where.DEVICE or stage.target is None:
         return None, None
-    target = plan.recipe.targets[stage.target]
-    backend = backend_class(target.backend)
-    on_device = (stage.op == "device-build"
-                 or (stage.measures and not (stage.op == "infer" and backend.accuracy_on_host))
-                 or (stage.op == "compile" and backend.compiles_on_device))
-    runs_on = target.runs_on
-    if not on_device:
-        return None, None
+    runs_on = plan.recipe.targets[stage.target].runs_on
     if runs_on.kind is RunnerKind.DASK:
         return runs_on.resource, None
     if runs_on.kind is RunnerKind.SSH:

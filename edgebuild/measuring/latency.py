@@ -66,7 +66,8 @@ class MeasureLatency(TargetOp):
                       reason: str) -> OpResult:
         """No latency here, but the per-op profile the backend can take, if asked."""
         assert ctx.target is not None
-        if backend.profiles_without_latency and (ctx.target.measure.profile or params.profile):
+        if backend.capabilities.profiles_without_latency and (ctx.target.measure.profile
+                                                              or params.profile):
             return _profile_only(ctx, backend, reason)
         return super()._unmeasurable(ctx, backend, params, reason)
 

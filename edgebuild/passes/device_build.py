@@ -1,8 +1,8 @@
 """device-build: the second half of a backend that compiles here and builds on the device.
 
-The planner adds it after `compile` for a backend with `builds_on_device` (TensorRT:
-the engine from the TensorRT-ready ONNX); the scheduler places it on the target's
-device like a measurement. What it does is the backend's `build_on_device`.
+The planner adds it after `compile` for a backend whose `placement.device_build` is
+set (TensorRT: the engine from the TensorRT-ready ONNX), placed on the target's device
+(`Stage.runs_on`) like a measurement. What it does is the backend's `build_on_device`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.digest import canonical_json
+from edgebuild.core.where import Where
 from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe
@@ -58,7 +59,7 @@ class TargetStages:
     """The stages whose results one target's (or search candidate's) report is made of."""
 
     compiled: str  # for a search target: its select stage (the winner is known only later)
-    device_build: str | None = None  # what the device runs, built there (builds_on_device)
+    device_build: str | None = None  # what the device runs, built there (placement)
     chain: list[str] = field(default_factory=list)  # the target's pass stages, in order
     # accuracy dataset -> its FP32 `reference` stage / the artifact's `infer` stage
     # (one pair per dataset the accuracy gates read, shared by the gates on it)
@@ -272,7 +273,7 @@ def build_plan(loaded: LoadedRecipe, baselines: dict[str, dict[str, Any]] | None
             stages.speedup = b.add(
                 "compare-speed", {"over": gate.over},
                 {"model": runs, "baseline": _build_of(b, gate.over, source, from_torch)},
-                name, measures=True, **folded)
+                name, measures=True, runs_on=Where.DEVICE, **folded)
     return plan
 
 
@@ -337,7 +338,8 @@ def _target(b: _Builder, plan: Plan, name: str, source: str | None, from_torch: 
         built[identity] = candidate.name
         candidates[candidate.name] = stages
     select = b.add("select", select_params(loaded, name, list(candidates)),
-                   {c: s.compiled for c, s in candidates.items()}, name, measures=True)
+                   {c: s.compiled for c, s in candidates.items()}, name, measures=True,
+                   runs_on=Where.DEVICE)
     plan.targets[name] = TargetStages(compiled=select,
                                       search=SearchStages(candidates, select))
 
@@ -357,7 +359,9 @@ def select_params(loaded: LoadedRecipe, target: str, names: list[str]) -> dict[s
 def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
               source: str | None, baseline: dict[str, Any] | None,
               always_latency: bool = False, profile: bool = False) -> TargetStages:
-    """Append `passes` and the compile to `chain`, then the stages its gates measure."""
+    """Append `passes` and the compile to `chain`, then the stages its gates measure.
+    Each target stage is placed as the backend's `placement` says (Stage.runs_on); every
+    timing (latency, throughput, A/B) is the device's."""
     name = chain.target
     info = b.loaded.targets[name]
     for spec in passes:
@@ -368,18 +372,21 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
     # The datasets the backend's options name (a calibration set) are found by
     # Compile.datasets, like any op's; a backend taking PyTorch reads the source.
     folded = chain.folding()  # what runs the build is told the inputs it no longer has
-    compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None, **folded)
+    placement = backend.placement
+    compiled = b.add("compile", {}, inputs, name, uses_source=chain.current is None,
+                     runs_on=placement.compile, **folded)
     stages = TargetStages(compiled=compiled, chain=chain.ids)
     runs = compiled  # what latency times: the compiled artifact, or the device's build of it
-    if backend.builds_on_device:
+    if placement.device_build:
         runs = stages.device_build = b.add("device-build", {}, {"model": compiled}, name,
-                                           **folded)
+                                           runs_on=Where.DEVICE, **folded)
     for dataset in gates.accuracy_datasets:  # each inferred once, whatever checks it
         stages.references[dataset] = b.add("reference", {"dataset": dataset},
                                            {"model": source} if source else {},
                                            uses_source=True)
         stages.infers[dataset] = b.add("infer", {"dataset": dataset}, {"model": compiled},
-                                       name, measures=True, **folded)
+                                       name, measures=True, runs_on=placement.accuracy,
+                                       **folded)
     if gates.latency is not None or gates.memory is not None or always_latency \
             or info.measure.profile:
         # A memory gate asks measure-latency for the memory (measuring/profiling.py); without
@@ -389,15 +396,15 @@ def _measured(b: _Builder, chain: _Chain, passes: list[PassSpec], gates: Gates,
         if profile and not info.measure.profile:
             params["profile"] = True  # `edgebuild profile` (its own key: it profiles)
         stages.latency = b.add("measure-latency", params, {"model": runs}, name,
-                               measures=True, **folded)
+                               measures=True, runs_on=Where.DEVICE, **folded)
         if baseline is not None and (gates.latency is not None or always_latency):
             stages.compare = b.add("compare-latency", {},
                                    {"model": runs, "baseline": _baseline(b, name, baseline)},
-                                   name, measures=True, **folded)
+                                   name, measures=True, runs_on=Where.DEVICE, **folded)
     if gates.throughput is not None:
         stages.throughput = b.add(
             "measure-throughput", gates.throughput.model_dump(include={"streams", "seconds"}),
-            {"model": runs}, name, measures=True, **folded)
+            {"model": runs}, name, measures=True, runs_on=Where.DEVICE, **folded)
     return stages
 
 
@@ -406,10 +413,10 @@ def _baseline(b: _Builder, name: str, params: dict[str, Any]) -> str:
     (measuring/import_baseline.py), and for a backend that builds on the device, its build
     there, so an engine is compared with an engine."""
     imported = b.add("import-baseline", params, {}, name)
-    if not backend_class(b.loaded.targets[name].backend).builds_on_device:
+    if not backend_class(b.loaded.targets[name].backend).placement.device_build:
         return imported
     return b.add("device-build", {}, {"model": imported}, name,
-                 name=f"device-build[baseline]@{name}")
+                 name=f"device-build[baseline]@{name}", runs_on=Where.DEVICE)
 
 
 def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:

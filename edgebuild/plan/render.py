@@ -115,7 +115,8 @@ def _json(plan: Plan, status: dict[str, StageStatus]) -> str:
     stages = [{
         "id": s.id, "op": s.op, "params": s.params, "target": s.target,
         "inputs": dict(s.inputs), "datasets": list(s.datasets), "measures": s.measures,
-        "implicit": s.implicit, "state": status[s.id].state.value, "key": status[s.id].key,
+        "runs_on": s.runs_on.value, "implicit": s.implicit,
+        "state": status[s.id].state.value, "key": status[s.id].key,
     } for s in plan.order()]
     searches = {
         target: {"select": t.search.select,

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from edgebuild.core.where import Where
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -24,6 +26,14 @@ class Stage:
     build_profile: str | None = None
     # Inputs an upstream stage of its chain bound into the graph (`fold-inputs`).
     folded: tuple[str, ...] = ()
+    # Where it runs, decided by the planner from the backend's `placement` (measurements:
+    # the device); the scheduler sends a DEVICE stage to the target's runner. Not in the
+    # key: it follows from the target and its backend, which are.
+    runs_on: Where = Where.HOST
+
+    def __post_init__(self) -> None:
+        if self.runs_on is Where.DEVICE and self.target is None:
+            raise ValueError(f"stage {self.id} runs on a device but has no target")
 
     def io_declarations(self, recipe: Any) -> dict[str, Any]:
         """The inputs, outputs and shape profiles this stage is told about (a Recipe's

@@ -468,7 +468,8 @@ class _CrossCheck:
         if not backend.implemented:
             return  # options of a backend we cannot load are checked when it exists
         prepost = self.recipe.model.prepost
-        if prepost is not None and prepost.detection is not None and not backend.converts_nms:
+        nms = prepost is not None and prepost.detection is not None
+        if nms and not backend.capabilities.converts_nms:
             # An ONNX source it cannot take at all is the first thing to say (Core ML).
             onnx_source = self.recipe.model.onnx is not None and "onnx" not in backend.accepts
             takes = (f"takes {' or '.join(backend.accepts)} models, not this ONNX source, "

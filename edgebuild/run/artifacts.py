@@ -40,7 +40,7 @@ def manifest_of(recipe: str, name: str, target: Target, compiled: Artifact, key:
         backend=backend.name, backend_version=backend.version,
         tools={t: tool_version(t) for t in sorted(set(backend.tools))},
         precision=declared if isinstance(declared, str) else target.profile.precision.value,
-        builds_on_device=backend.builds_on_device,
+        builds_on_device=backend.placement.device_build,
         stage=str(compiled.metadata.get("stage", "")), stage_key=key,
         format=compiled.format, main=compiled.main.relative_to(compiled.path).as_posix(),
         files=[ManifestFile(name=n, sha256=d, size=compiled.sizes[n])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.coreml.options import CoreMlOptions
+from edgebuild.backends.declaration import Capabilities
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.passes.torch_capture import Capture
@@ -55,9 +56,8 @@ class CoreMlBackend(Backend):
     # The in-graph NMS is a Python loop: torch.export refuses it, a trace freezes the
     # boxes its example kept (random check inputs keep none, so the capture check cannot
     # see it), and Core ML's own NMS is a separate pipeline model, not built here.
-    converts_nms = False
     # `measure.profile` off a Mac: the record says the compute plan needs macOS (plan.py)
-    profiles_without_latency = True
+    capabilities = Capabilities(converts_nms=False, profiles_without_latency=True)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.coreml import program

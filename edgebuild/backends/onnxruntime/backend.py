@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.backends.declaration import Capabilities
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.core.target import Target
@@ -107,7 +108,7 @@ class OnnxRuntimeBackend(Backend):
     Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
     version = 2  # 2: ORT-inserted nodes named by their place (a deterministic digest)
-    measures_memory = True
+    capabilities = Capabilities(measures_memory=True)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnxruntime as ort

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edgebuild.backends.base import Backend, Runner
+from edgebuild.backends.declaration import Capabilities
 from edgebuild.backends.openvino import ir
 from edgebuild.backends.openvino.runner import OpenVinoRunner
 from edgebuild.core.op import IoSpec, OpResult, StageContext
@@ -109,7 +110,7 @@ class OpenVinoBackend(Backend):
     # 3: `shapes: dynamic` dims bounded by the shape profiles; 4: the precision label
     version = 4
     extra = "openvino"
-    measures_memory = True
+    capabilities = Capabilities(measures_memory=True)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         ov = ir.load_openvino()

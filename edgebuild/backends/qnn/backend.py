@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.backends.declaration import Capabilities
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
@@ -119,7 +120,7 @@ class QnnBackend(Backend):
     version = 6
     # measure-latency takes the emulator's per-op profile when asked, with its latency
     # still "not measurable here" (profile.py; measuring/latency.py)
-    profiles_without_latency = True
+    capabilities = Capabilities(profiles_without_latency=True)
     extra = "qnn"
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:

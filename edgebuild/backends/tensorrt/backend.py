@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.backends.base import Backend, Runner
+from edgebuild.backends.declaration import Placement, Where
 from edgebuild.backends.tensorrt.options import (
     ShapeProfile,
     TensorRtOptions,
@@ -63,8 +64,8 @@ class TensorRtBackend(Backend):
     extra = "tensorrt"
     install_hint = ("TensorRT comes with JetPack on a Jetson (python3-libnvinfer), elsewhere "
                     "from NVIDIA's package index: docs/backends-tensorrt.md")
-    builds_on_device = True
-    accuracy_on_host = True
+    # The engine is built on the device; accuracy runs the TensorRT-ready ONNX here.
+    placement = Placement(device_build=True, accuracy=Where.HOST)
     # The device builds the engine with the optimization profiles compile derived: a
     # baseline's (run --baseline, from its manifest) needs them as much as this build's.
     runner_metadata: ClassVar[tuple[str, ...]] = ("profiles",)

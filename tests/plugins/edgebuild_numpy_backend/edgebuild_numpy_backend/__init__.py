@@ -2,7 +2,8 @@
 as an edgebuild backend, and a pass that rounds float weights.
 
 Written only against edgebuild's public extension points: the `Backend`/`Runner`
-classes, the `Op` interface, `DatasetRef`, and two entry points in pyproject.toml.
+classes with their typed `Placement` and `Capabilities`, the `Op` interface,
+`DatasetRef`, and two entry points in pyproject.toml.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.backends.declaration import Capabilities, Placement, Where
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.datasets import DatasetRef
 from edgebuild.core.op import Op, OpResult, StageContext
@@ -38,6 +40,10 @@ class NumpyReferenceBackend(Backend):
     Options = NumpyReferenceOptions
     tools: ClassVar[tuple[str, ...]] = ("onnx", "numpy")
     version = 1
+    # The defaults, spelled out: compile here, accuracy (and latency) on the target's
+    # device; no memory figure, and a graph ending in NMS runs as written.
+    placement = Placement(compile=Where.HOST, device_build=False, accuracy=Where.DEVICE)
+    capabilities = Capabilities(measures_memory=False, converts_nms=True)
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnx
