@@ -200,12 +200,6 @@ class Backend(ABC):
                 raise TypeError(f"backend {cls.__qualname__} sets `{old}`, which is now "
                                 f"declared as `{new}` (edgebuild.backends.declaration)")
 
-    @property
-    def profiles_without_latency(self) -> bool:
-        """`capabilities.profiles_without_latency`, for devices/probe.py until it moves to
-        execute/remote/ (redesign proposal 3); then this goes."""
-        return self.capabilities.profiles_without_latency
-
     def memory_measurable(self, target: Target) -> bool:
         """Whether measuring/footprint.py reads `target`'s runtime memory on this host: the
         class's `capabilities.measures_memory`, unless a backend's targets differ (TFLite:

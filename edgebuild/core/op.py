@@ -129,12 +129,12 @@ class Op(ABC):
     fixes_shapes: ClassVar[bool] = False
     # Params naming a `module:fn` or `file.py:fn` the stage calls (prune's `finetune`):
     # the function's source file enters the stage's key, so editing it rebuilds, and a
-    # `file.py` travels to a remote worker like the model's factory (execute/carry.py).
+    # `file.py` travels to a remote worker like the model's factory (execute/remote/carry.py).
     callable_params: ClassVar[tuple[str, ...]] = ()
     # What it asks its target's backend before doing anything else: "latency" and
     # "accuracy" (`unmeasurable_reason`), "build" (`build_on_device`). The driver asks
     # `Backend.probe` the same first, so a device that is not attached costs no worker
-    # process on a cached re-run (devices/probe.py). "": it asks nothing.
+    # process on a cached re-run (execute/remote/probe.py). "": it asks nothing.
     probes: ClassVar[str] = ""
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """StageResult: what running one stage produced, as it crosses a process boundary.
 
-A worker process (execute/worker.py) writes it as JSON; a Dask worker (execute/remote.py)
-and an SSH board (devices/ssh.py) send it back; every executor hands it to the scheduler
+A worker process (execute/worker.py) writes it as JSON; a Dask worker (execute/remote/far_side.py)
+and an SSH board (execute/remote/ssh.py) send it back; every executor hands it to the scheduler
 inside a TaskOutcome. Wherever it came from another process it is read with
 `StageResult.parse`, so a malformed one is a one-line stage error, never a traceback:
 

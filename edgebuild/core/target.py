@@ -57,7 +57,7 @@ class Target(BaseModel):
     def runs_here(self) -> bool:
         """Whether this process is on the target's device: the build host for `host`,
         a Dask worker holding the target's resource tag for `dask`, the SSH host's
-        stage process for `ssh` (devices/ssh.py)."""
+        stage process for `ssh` (execute/remote/ssh.py)."""
         kind = self.runs_on.kind
         return kind is RunnerKind.HOST or (
             kind is RunnerKind.DASK and self.runs_on.resource in worker_resources()) or (

@@ -1,6 +1,7 @@
-"""Where a runner executes when it is not this host: the transports to devices.
+"""The transports to devices that backends reach themselves, on the ground floor.
 
 adb (Android phones: TFLite today, Snapdragon/QNN next) lives here, shared by the
-backends that reach a phone; ssh hosts and Dask device workers (execute/cluster.py)
-are the others. Nothing here imports a backend or a heavy library.
+backends and the fleet's push that reach a phone. It imports nothing of edgebuild
+but `errors`, no backend and no heavy library. Running a stage elsewhere (ssh
+boards, Dask workers) is the executor's business: execute/remote/.
 """

@@ -1,9 +1,10 @@
 """DaskExecutor: stage tasks on a Dask cluster, device stages on the tagged workers.
 
 The second implementation of the executor seam (executor.py). The scheduler still
-decides what is ready; this executor ships each task to a Dask worker:
+decides what is ready; this executor ships each task to a Dask worker through the
+remote sequence (remote/transport.py `ship`, over remote/dask.py's DaskTransport):
 
-    client ── spec + input files (bytes) ──▶ worker: run_remote (remote.py)
+    client ── spec + input files (bytes) ──▶ worker: run_remote (remote/far_side.py)
            ◀── result + output files ───────┘   (its own worker process per stage)
 
 A task for a device (`runs_on: {kind: dask, resource: jetson-orin}`) asks Dask for
@@ -31,7 +32,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +39,8 @@ from typing import Any
 
 from edgebuild.core.stage_result import StageResult
 from edgebuild.errors import EdgebuildError
-from edgebuild.execute.logs import quiet_dask
-from edgebuild.execute.remote import Files
+from edgebuild.execute.logs import one_line, quiet_dask
+from edgebuild.execute.remote.dask import DaskTransport
 from edgebuild.execute.security import (
     LOOPBACK_HTTP,
     NO_HTTP_ROUTES,
@@ -88,12 +88,6 @@ class ClusterSpec:
         return self.address or f"local:{self.workers}"
 
 
-RETRIES = 2  # a stage whose worker died runs again at most this often, elsewhere
-WORKER_RETURN_S = 60.0  # how long a retry waits for a worker after all of them died
-
-
-class _SendFailed(Exception):
-    """Scattering a stage's files failed on the cluster's side (not reading them)."""
 STAGE_TIMEOUT_S = 6 * 3600.0  # --stage-timeout's default: no stage of ours takes hours
 REPLY_GRACE_S = 300.0  # beyond the stage's own timeout: queueing and sending outputs
 
@@ -104,13 +98,11 @@ class DaskExecutor:
                  reply_grace_s: float = REPLY_GRACE_S) -> None:
         self.spec = spec
         self.resource_timeout_s = resource_timeout_s
-        self.stage_timeout_s = stage_timeout_s
-        self.reply_grace_s = reply_grace_s
         self._client: Any = None
         self._cluster: Any = None
         self._threads: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()
-        self._scattered: dict[str, Any] = {}  # file digest -> Dask future of its bytes
+        self._transport = DaskTransport(self._connect, stage_timeout_s, reply_grace_s)
         self._digests: dict[Path, str] = {}  # client file -> digest, hashed once per run
 
     # -- connection (lazy) ---------------------------------------------------
@@ -191,49 +183,8 @@ class DaskExecutor:
                         f"(start one on the device: edgebuild worker ADDRESS --target ...)")
             time.sleep(0.5)
 
-    def _send(self, files: dict[str, tuple[str, Path]]) -> Files:
-        """Each file's bytes scattered to the cluster once per run, keyed by content:
-        a dataset or model file that many stages read crosses the network once per
-        worker that needs it (Dask moves it between workers), not once per task."""
-        sent: Files = {}
-        for dest, (digest, path) in files.items():
-            with self._lock:
-                future = self._scattered.get(digest)
-            if future is None:
-                data = path.read_bytes()
-                try:
-                    future = self._connect().scatter(data, hash=True)
-                except Exception as exc:  # every worker died while it was being sent
-                    raise _SendFailed(f"{type(exc).__name__}: {one_line(exc)}") from exc
-                with self._lock:
-                    future = self._scattered.setdefault(digest, future)
-            sent[dest] = (digest, future)
-        return sent
-
-    def _await_workers(self) -> bool:
-        """Whether a worker is there to take the retry: a nanny restarts a killed one
-        within seconds; a client that lost its scheduler cannot retry at all."""
-        client = self._client
-        if client is None or client.status != "running":
-            return False
-        try:
-            client.wait_for_workers(1, timeout=WORKER_RETURN_S)
-        except Exception:  # none came back (Dask's TimeoutError), or the client broke
-            return False
-        return True
-
-    def _forget_lost(self, files: Files) -> None:
-        """Drop the scattered copies a dead worker took with it, so the retry sends them
-        again (Dask forgets data whose only holder died: "already forgotten")."""
-        with self._lock:
-            for digest, future in files.values():
-                lost = getattr(future, "status", "finished") != "finished"
-                if lost and self._scattered.get(digest) is future:
-                    del self._scattered[digest]
-
     def _run(self, task: StageTask) -> TaskOutcome:
-        from edgebuild.execute.carry import carry
-        from edgebuild.execute.remote import task_files
+        from edgebuild.execute.remote.transport import ship
 
         self._connect()
         started = time.time()
@@ -241,120 +192,12 @@ class DaskExecutor:
             missing = self._wait_for_resource(task.resource)
             if missing:
                 return TaskOutcome(StageResult.unmeasurable(missing), started, time.time())
-        try:
-            carried = carry(task.spec, self._digests)
-            wanted = task_files(task.spec, carried.files)
-        except (EdgebuildError, OSError) as exc:
-            return TaskOutcome(StageResult.error(f"cannot send the stage's files to the "
-                                                 f"cluster: {exc}"), started, time.time())
-        failures: list[str] = []
-        sends = 0
-        while len(failures) - sends <= RETRIES:
-            try:
-                files = self._send(wanted)
-            except _SendFailed as exc:  # the workers died under it: wait for their restart
-                failures.append(f"cannot send the stage's files: {exc}")
-                sends += 1
-                if sends > RETRIES or not self._await_workers():
-                    break
-                continue
-            except OSError as exc:
-                return TaskOutcome(StageResult.error(f"cannot send the stage's files to the "
-                                                     f"cluster: {exc}"), started, time.time())
-            future = self._submit(task, carried.spec, files, carried.expect_modules)
-            wait, sent = self.stage_timeout_s + self.reply_grace_s, time.monotonic()
-            try:
-                raw = future.result(timeout=wait)
-            except TimeoutError as exc:
-                if time.monotonic() - sent < wait:  # Dask's own timeout: a lost connection
-                    failures.append(f"{type(exc).__name__}: {one_line(exc)}")
-                    self._forget_lost(files)
-                    continue
-                return self._no_reply(future, wait, started)
-            except Exception as exc:  # the worker died, or lost its connection
-                failures.append(f"{type(exc).__name__}: {one_line(exc)}")
-                self._forget_lost(files)
-                if not self._await_workers():
-                    break
-                continue
-            return self._accept(task, raw, started, failures)
-        return TaskOutcome(StageResult.error(
-            f"the Dask task failed {len(failures)} time(s), the last: {failures[-1]}",
-            "workers died or lost their connection; the stage's outputs were not kept"),
-            started, time.time())
-
-    def _no_reply(self, future: Any, wait: float, started: float) -> TaskOutcome:
-        """The stage failed: no reply came within `wait` seconds. The task is let go (a
-        task stuck on a worker ends when the worker kills its stage)."""
-        who = self._who_ran(str(future.key))
-        try:
-            future.cancel()
-        except Exception:  # the client may be broken by now
-            logging.getLogger(__name__).debug("cannot cancel %s", future.key)
-        return TaskOutcome(StageResult.error(
-            f"no reply from worker {who} within {wait:g} s: the task is stuck, or failed in "
-            "a way Dask could not send back", "a stage that is only slow needs a larger "
-            "--stage-timeout; the worker's log says what happened (docs/distributed.md)"),
-            started, time.time())
-
-    def _who_ran(self, key: str) -> str:
-        """The worker that announced it runs task `key` (remote.announce), or one the
-        scheduler says is running it, or '?'. A worker's word: one line, cut short."""
-        from edgebuild.execute.remote import TASK_EVENT
-
-        try:
-            client = self._connect()
-            for _, event in reversed(client.get_events(TASK_EVENT)):
-                if isinstance(event, dict) and event.get("key") == key:
-                    return one_line(event.get("worker"))[:80] or "?"
-            for worker, keys in client.processing().items():
-                if key in keys:
-                    return one_line(worker)[:80]
-        except Exception:  # naming the worker is a courtesy
-            return "?"
-        return "?"
-
-    def _submit(self, task: StageTask, spec: dict[str, Any], files: Files,
-                expect_modules: dict[str, str]) -> Any:
-        from edgebuild.execute.remote import run_remote
-
-        resources = {task.resource: 1} if task.resource else None
-        return self._connect().submit(
-            run_remote, spec, files, [task.resource] if task.resource else [],
-            expect_modules, self.stage_timeout_s, resources=resources, pure=False,
-            key=f"edgebuild-{re.sub(r'[^A-Za-z0-9_.@-]', '_', task.stage_id)}-"
-                f"{uuid.uuid4().hex[:8]}")
-
-    @staticmethod
-    def _accept(task: StageTask, raw: object, started: float,
-                failures: list[str]) -> TaskOutcome:
-        """The worker's reply, checked (returned.py) before anything of it is written."""
-        from edgebuild.execute.returned import RefusedReply, check_reply, write_reply
-
-        who = raw.get("worker") if isinstance(raw, dict) else None
-        who = who if isinstance(who, str) and who else "?"
-        try:
-            reply, paths = check_reply(raw, Path(task.spec["out"]), one_line(who)[:80])
-            if failures:  # say in the stage's log that it ran again, and why
-                reply.log = "".join(f"edgebuild: ran again after the Dask task failed: {f}\n"
-                                    for f in failures) + reply.log
-            write_reply(reply, paths, task.log)
-        except RefusedReply as exc:
-            task.log.parent.mkdir(parents=True, exist_ok=True)
-            task.log.write_text(f"edgebuild: {exc.message}\n")  # none of the worker's text
-            return TaskOutcome(StageResult.error(exc.message, exc.hint), started, time.time())
-        except OSError as exc:
-            return TaskOutcome(StageResult.error(f"cannot write the outputs the worker sent: "
-                                                 f"{exc}"), started, time.time())
-        extra: dict[str, Any] = {"worker": reply.worker}
-        if failures:
-            extra["retried"] = failures
-        return TaskOutcome(reply.result, started, time.time(), extra)
+        return ship(task, self._transport, self._digests, started)
 
     def shutdown(self) -> None:
         if self._threads is not None:
             self._threads.shutdown(wait=True)
-        self._scattered.clear()  # releases the run's data on the cluster
+        self._transport.forget()  # releases the run's data on the cluster
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
@@ -380,13 +223,6 @@ def close_local_cluster(cluster: Any) -> None:
         logging.getLogger(__name__).debug(
             "LocalCluster.close: worker %s was removed before the cluster saw it "
             "(dask/distributed#5407)", exc)
-
-
-def one_line(exc: object) -> str:
-    """An exception's text on one line, at most 300 characters (Dask's may hold a
-    traceback)."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def serve_worker(address: str, profile: Any | None, name: str | None = None,

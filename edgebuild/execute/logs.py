@@ -1,7 +1,7 @@
 """Dask's logs in a build: one line a record, and none for what the executor makes good.
 
-Both sides of the cluster use it: the client (cluster.py, and the CLI's log handler) and
-each worker's task (remote.py), so it sits below both.
+Both sides of the cluster use it: the client (cluster.py, remote/dask.py, and the CLI's
+log handler) and each worker's task (remote/far_side.py), so it sits below both.
 """
 
 from __future__ import annotations
@@ -51,3 +51,10 @@ def quiet_dask() -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     logging.getLogger("distributed").setLevel(logging.WARNING)
     one_line_logs()
+
+
+def one_line(exc: object) -> str:
+    """An exception's text on one line, at most 300 characters (Dask's may hold a
+    traceback)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -4,7 +4,7 @@ A recipe's `file.py:fn` (a factory, a dataset function, prune's `finetune`, a cu
 op's kernel) is often split over files: `train.py` does `from cnn import build`, with
 `cnn.py` beside it. Two places need that list, and read it from here:
 
-    execute/carry.py  the siblings travel with the file to a remote worker
+    execute/remote/carry.py  the siblings travel with the file to a remote worker
     plan/resolve.py   their digests are in the stage's key: editing `cnn.py` rebuilds
 
 Nothing is imported or run on the client: the source is parsed, never executed.

@@ -80,7 +80,7 @@ class RunOptions:
 def make_executor(options: RunOptions, store: Store) -> StageExecutor:
     """The executor behind the seam: local worker processes, or a Dask cluster; SSH
     boards' stages go over ssh either way."""
-    from edgebuild.devices.router import DeviceRouter
+    from edgebuild.execute.remote.router import DeviceRouter
 
     base: StageExecutor
     if options.cluster:

@@ -2,7 +2,7 @@
 
 A fully cached re-run of a recipe with phone, Mac or Jetson targets still asks
 whether those devices are attached (never cached), but the driver answers that
-itself (devices/probe.py), so such a run executed nothing and says so::
+itself (execute/remote/probe.py), so such a run executed nothing and says so::
 
     0 stages executed: nothing to build; 34 of 41 cached, 7 not measurable here:
     no phone, Mac or Jetson Orin Nano 8GB attached (asked again every run)

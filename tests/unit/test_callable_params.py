@@ -9,7 +9,7 @@ import pytest
 
 from edgebuild.cache.store import Store
 from edgebuild.errors import DataError
-from edgebuild.execute.carry import carry
+from edgebuild.execute.remote.carry import carry
 from edgebuild.execute.task import stage_spec
 from edgebuild.plan.planner import build_plan
 from edgebuild.plan.resolve import KeyResolver

@@ -1,5 +1,5 @@
-"""Datasets and model files travel to a remote stage by content (execute/carry.py,
-execute/remote.py): every path the spec names is rewritten under `carried/`, the
+"""Datasets and model files travel to a remote stage by content (execute/remote/carry.py,
+execute/remote/far_side.py): every path the spec names is rewritten under `carried/`, the
 files arrive checked against their digests, and relative paths resolve as on the client."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from edgebuild.core.digest import digest_file
 from edgebuild.errors import CacheCorrupt
-from edgebuild.execute.carry import carry, check_modules
-from edgebuild.execute.remote import task_files, unpack
+from edgebuild.execute.remote.carry import carry, check_modules
+from edgebuild.execute.remote.far_side import task_files, unpack
 
 
 def spec_for(project: Path, datasets: dict[str, Any], source: dict[str, Any] | None,

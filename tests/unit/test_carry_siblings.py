@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgebuild.execute.carry import carry, local_imports
+from edgebuild.execute.remote.carry import carry, local_imports
 
 
 def write(path: Path, text: str) -> Path:

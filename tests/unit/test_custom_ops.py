@@ -184,7 +184,7 @@ def test_kernel_file_edits_change_every_stage_key(tmp_path: Path) -> None:
 
 
 def test_kernel_files_travel_with_the_stage(tmp_path: Path) -> None:
-    from edgebuild.execute.carry import carry
+    from edgebuild.execute.remote.carry import carry
     from edgebuild.execute.task import stage_spec
     from edgebuild.plan.planner import build_plan
 

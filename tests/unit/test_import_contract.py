@@ -21,6 +21,8 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
     ("edgebuild/core/digest.py", "core imports no other edgebuild package"),
     # The INT8 wing judges with fidelity, never with the gates above it (the layers).
     ("edgebuild/quant/prepared.py", "edgebuild's packages, in dependency order"),
+    # devices (adb) is on the ground floor beside core: remote execution is execute/remote/.
+    ("edgebuild/devices/adb.py", "edgebuild's packages, in dependency order"),
 ])
 def test_a_planted_wrong_import_breaks_the_contract(tmp_path: Path, planted: str,
                                                     contract: str) -> None:

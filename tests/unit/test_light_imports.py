@@ -87,7 +87,7 @@ def test_cached_run_is_light(tiny_project: Callable[..., Path], tmp_path: Path) 
 def test_cached_run_asking_for_an_absent_device_is_light(tiny_project: Callable[..., Path],
                                                          tmp_path: Path) -> None:
     """The phone's "not measurable here" is asked again on every run, in this process
-    (devices/probe.py): that must not import a framework either."""
+    (execute/remote/probe.py): that must not import a framework either."""
     from tests.conftest import cached_rerun, retimed
     from tests.unit.test_device_probe import phone_project
 

@@ -1,5 +1,5 @@
 """A stage is a pure function of its key: the modules a carried `file.py` imports from its
-own folder (they travel with it, execute/carry.py) are in the key too, so editing one
+own folder (they travel with it, execute/remote/carry.py) are in the key too, so editing one
 rebuilds the stage; a file beside it that nothing imports does not."""
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ ROGUE = '''\
 """Preloaded into a Dask worker: its run_remote runs the stage, then lies in its reply."""
 import os
 
-import edgebuild.execute.remote as remote
+import edgebuild.execute.remote.far_side as remote
 
 honest = getattr(remote, "honest_run_remote", remote.run_remote)  # Dask preloads twice
 remote.honest_run_remote = honest

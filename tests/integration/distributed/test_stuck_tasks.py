@@ -135,7 +135,7 @@ def test_a_stage_that_never_ends_fails_after_the_stage_timeout(
 def recursing_run_remote(*args: object) -> object:
     """In place of run_remote on the worker: fails with a traceback too deep to pickle,
     before any reply exists (what run_remote's own guard cannot catch)."""
-    from edgebuild.execute.remote import announce
+    from edgebuild.execute.remote.far_side import announce
 
     announce()
 
@@ -147,7 +147,7 @@ def recursing_run_remote(*args: object) -> object:
 
 def test_the_client_stops_waiting_for_a_reply_that_never_comes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import edgebuild.execute.remote as remote
+    import edgebuild.execute.remote.far_side as remote
     from edgebuild.execute.cluster import ClusterSpec, DaskExecutor
     from edgebuild.execute.task import StageTask
 

@@ -88,7 +88,7 @@ def test_the_comparison_runs_remotely_without_the_client_baseline_path(
     input, so a worker with none of the client's paths runs it (the baseline's --out
     folder is deleted before the task runs)."""
     from edgebuild.cache.store import Store
-    from edgebuild.execute.remote import run_remote, task_files
+    from edgebuild.execute.remote.far_side import run_remote, task_files
     from edgebuild.execute.task import stage_spec
     from edgebuild.plan.planner import build_plan
     from edgebuild.recipe.loader import load_recipe

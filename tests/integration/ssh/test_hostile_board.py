@@ -189,8 +189,8 @@ def test_a_reply_without_end_is_cut(tiny_project: Callable[..., Path], tmp_path:
                                     fake_ssh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gzip bomb: a small reply that unpacks past MAX_RESULT_BYTES is refused while it
     is read, not after it filled the memory or the disk."""
-    from edgebuild.devices import ssh
     from edgebuild.errors import EdgebuildError
+    from edgebuild.execute.remote import ssh
 
     monkeypatch.setattr(ssh, "MAX_RESULT_BYTES", 1 << 20)
     bomb = reply_tar([result_json(), ("out/model.onnx", bytes(8 << 20))])

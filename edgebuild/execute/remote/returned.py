@@ -6,12 +6,16 @@ file name in it goes through `core.paths.confined` first. Any bad name refuses t
 whole reply, so a hostile worker cannot write outside the stage's own output
 folder, and a half-written output never reaches the store:
 
-    reply ── shape (WorkerReturn) ── every name confined to out/ ── write files, log
-              any failure: one-line stage error, nothing of the reply written
+    reply ── shape (WorkerReturn) ── every name confined to out/ ── Reply ── written
+              any failure: RefusedReply, a one-line stage error; nothing of the reply written
+
+A transport hands `transport.ship` a `Reply` only: a Dask worker's is checked here
+(`check_reply`), an SSH board's tar by ssh.py's `read_reply`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, StrictBytes, StrictStr, ValidationError
@@ -21,8 +25,19 @@ from edgebuild.core.stage_result import StageResult, first_error
 from edgebuild.errors import EdgebuildError
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A far side's reply once checked: its typed result, its log, and its output files
+    by the path each goes to (every name confined to the stage's output folder)."""
+
+    result: StageResult
+    log: str
+    files: dict[Path, bytes]
+    worker: str  # who ran it: a Dask worker's address, or ssh:HOST
+
+
 class WorkerReturn(BaseModel):
-    """`remote.run_remote`'s reply: the stage's result, its output files by name, its log."""
+    """`far_side.run_remote`'s reply: the stage's result, its output files by name, its log."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,10 +51,9 @@ class RefusedReply(EdgebuildError):
     """A worker's reply that is malformed or names a file outside the stage's folder."""
 
 
-def check_reply(raw: object, out: Path, who: str) -> tuple[WorkerReturn, dict[Path, bytes]]:
-    """The reply as a typed record and the path each output file goes to, or RefusedReply.
-
-    Nothing is written here: the caller writes only once every name has passed.
+def check_reply(raw: object, out: Path, who: str) -> Reply:
+    """A Dask worker's reply (`far_side.run_remote`'s plain data) as a checked Reply, or
+    RefusedReply. Nothing is written here: `transport.ship` writes only what passed.
     """
     try:
         reply = WorkerReturn.model_validate(raw)
@@ -56,13 +70,4 @@ def check_reply(raw: object, out: Path, who: str) -> tuple[WorkerReturn, dict[Pa
     except EdgebuildError as exc:
         raise RefusedReply(f"refused the reply of worker {who}: {exc.message}",
                            "nothing it sent was written; is this a worker you trust?") from None
-    return reply, paths
-
-
-def write_reply(reply: WorkerReturn, paths: dict[Path, bytes], log: Path) -> None:
-    """Write a checked reply: its log, then its output files (all names confined)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(reply.log)
-    for path, data in paths.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    return Reply(reply.result, reply.log, paths, reply.worker)

@@ -1,10 +1,11 @@
-"""A target's device stages on a board reached over SSH (`runs_on: {kind: ssh}`), no Dask.
+"""SshTransport: a target's device stages on a board reached over SSH
+(`runs_on: {kind: ssh}`), no Dask.
 
-The same worker contract as a Dask worker (execute/remote.py), over one ssh
-command per stage:
+The same worker contract as a Dask worker (far_side.py) and the same sequence
+(transport.py `ship`: carry, send, run, write back), over one ssh command per stage:
 
     client ── tar on stdin: task.json + every file the stage reads (by digest) ──▶
-              ssh HOST 'PYTHON -m edgebuild.devices.ssh'
+              ssh HOST 'PYTHON -m edgebuild.execute.remote.ssh'
                 └ unpack, check digests, run_remote (the stage in its own process,
                   the same latency protocol as a local run), tar on stdout
     client ◀── result.json (result, log) + the output files ──────────────────────┘
@@ -20,7 +21,8 @@ back is read through a bounded stream (at most MAX_RESULT_BYTES, compressed and
 unpacked), must be regular files named `result.json` or `out/<relative path>`, each
 name confined to the stage's output folder (core/paths.confined), and result.json
 must be a `BoardReply`. Everything is checked before the first byte is written; a
-reply that fails any check is a one-line stage error and nothing of it is written.
+reply that fails any check is a one-line stage error (RefusedReply) and nothing of it
+is written.
 """
 
 from __future__ import annotations
@@ -35,17 +37,21 @@ import subprocess
 import sys
 import tarfile
 import threading
-import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from edgebuild.core.paths import confined
 from edgebuild.core.stage_result import StageResult, first_error
 from edgebuild.errors import EdgebuildError
-from edgebuild.execute.task import StageTask, TaskOutcome
+from edgebuild.execute.remote.returned import RefusedReply, Reply
+
+if TYPE_CHECKING:  # the board imports this module: it needs none of them
+    from edgebuild.execute.remote.carry import Carried
+    from edgebuild.execute.remote.far_side import Files, Sources
+    from edgebuild.execute.task import StageTask
 
 SSH_CONFIG_ENV = "EDGEBUILD_SSH_CONFIG"
 TIMEOUT_S = 3600.0  # one stage; a hung board must not hang the build forever
@@ -54,6 +60,7 @@ TIMEOUT_S = 3600.0  # one stage; a hung board must not hang the build forever
 MAX_RESULT_BYTES = 2 * 1024**3
 MAX_MEMBERS = 100_000
 MAX_STDERR = 64 * 1024  # the tail of ssh's stderr kept for the message
+BOARD = "edgebuild.execute.remote.ssh"  # what the board runs: this module
 RESULT = "result.json"
 OUT_PREFIX = "out/"
 
@@ -229,62 +236,72 @@ def _exchange(command: list[str], payload: bytes) -> tuple[int | None, bytes, st
         tail.decode(errors="replace").strip(), problem
 
 
-def run_over_ssh(task: StageTask, host: str, python: str,
-                 digests: dict[Path, str] | None = None) -> TaskOutcome:
-    """Run `task` on `host`; its result, log and output files come back here."""
-    from edgebuild.core.target import ssh_tag
-    from edgebuild.execute.carry import carry
-    from edgebuild.execute.remote import task_files
+class SshTransport:
+    """One board: a stage's files and task go in one tar on ssh's stdin, its reply comes
+    back as a tar on ssh's stdout. Never `Lost`: a board that cannot be reached makes
+    the stage "not measurable here", and the recipe's policy decides."""
 
-    started = time.time()
-    carried = carry(task.spec, digests)
-    files = task_files(carried.spec, carried.files)
-    header = {"spec": carried.spec, "digests": {d: digest for d, (digest, _) in files.items()},
-              "resources": [ssh_tag(host)], "expect_modules": carried.expect_modules}
-    members = {"task.json": json.dumps(header).encode()}
-    members.update({f"files/{dest}": path.read_bytes() for dest, (_, path) in files.items()})
-    command = ssh_command(host, f"{shlex.quote(python)} -m edgebuild.devices.ssh")
-    try:
-        returncode, stdout, stderr, problem = _exchange(command, _pack(members))
-    except FileNotFoundError:
-        return _unmeasurable(f"no `ssh` client on this machine to reach {host}",
-                             "install OpenSSH's client", started)
-    if problem:
-        return TaskOutcome(StageResult.error(f"the stage on ssh host {host} {problem}"),
-                           started, time.time())
-    if returncode == 255:
-        return _unmeasurable(f"cannot reach ssh host {host}: {_last(stderr)}",
-                             "check `ssh HOST true` works without a password prompt "
-                             f"(keys in your ssh config, or ${SSH_CONFIG_ENV})", started)
-    if re.search(r"No module named '?edgebuild\b", stderr) or returncode == 127:
-        return _unmeasurable(f"edgebuild is not installed on ssh host {host} for "
-                             f"{python}: {_last(stderr)}",
-                             "install edgebuild and the backend there, or set "
-                             "`runs_on.python` to the Python that has it", started)
-    if not stdout:
-        return TaskOutcome(StageResult.error(f"ssh host {host} sent no result (exit "
-                                             f"{returncode}): {_last(stderr)}"),
-                           started, time.time())
-    out = Path(task.spec["out"])
-    try:
-        reply, outputs = read_reply(stdout, out)
-    except EdgebuildError as exc:
-        return TaskOutcome(StageResult.error(
-            f"refusing the reply of ssh host {host}: {exc.message}",
-            "nothing it sent was written; the board's edgebuild must be this version, and "
-            "the board must be one you trust"), started, time.time())
-    task.log.parent.mkdir(parents=True, exist_ok=True)
-    task.log.write_text(reply.log)
-    for file, data in outputs.items():
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(data)
-    return TaskOutcome(reply.result, started, time.time(),
-                       {"worker": f"ssh:{host}"})
+    attempt = "the ssh command"
+
+    def __init__(self, host: str, python: str) -> None:
+        self.host, self.python = host, python
+        self.where = f"ssh host {host}"
+
+    def send(self, sources: Sources) -> Files:
+        return {dest: (digest, path.read_bytes()) for dest, (digest, path) in sources.items()}
+
+    def run(self, task: StageTask, carried: Carried, files: Files) -> Reply | StageResult:
+        from edgebuild.core.target import ssh_tag
+
+        host = self.host
+        header = {"spec": carried.spec, "digests": {d: digest for d, (digest, _) in files.items()},
+                  "resources": [ssh_tag(host)], "expect_modules": carried.expect_modules}
+        members = {"task.json": json.dumps(header).encode()}
+        members.update({f"files/{dest}": data for dest, (_, data) in files.items()})
+        command = ssh_command(host, f"{shlex.quote(self.python)} -m {BOARD}")
+        try:
+            returncode, stdout, stderr, problem = _exchange(command, _pack(members))
+        except FileNotFoundError:
+            return _unmeasurable(f"no `ssh` client on this machine to reach {host}",
+                                 "install OpenSSH's client")
+        failed = self._failed(returncode, stdout, stderr, problem)
+        if failed is not None:
+            return failed
+        try:
+            reply, outputs = read_reply(stdout, Path(task.spec["out"]))
+        except EdgebuildError as exc:
+            raise RefusedReply(
+                f"refusing the reply of ssh host {host}: {exc.message}",
+                "nothing it sent was written; the board's edgebuild must be this version, "
+                "and the board must be one you trust") from None
+        return Reply(reply.result, reply.log, outputs, f"ssh:{host}")
+
+    def recover(self) -> bool:
+        return False  # never Lost
+
+    def _failed(self, returncode: int | None, stdout: bytes, stderr: str,
+                problem: str) -> StageResult | None:
+        """What an ssh command that sent no reply means for the stage; None: a reply."""
+        host = self.host
+        if problem:
+            return StageResult.error(f"the stage on ssh host {host} {problem}")
+        if returncode == 255:
+            return _unmeasurable(f"cannot reach ssh host {host}: {_last(stderr)}",
+                                 "check `ssh HOST true` works without a password prompt "
+                                 f"(keys in your ssh config, or ${SSH_CONFIG_ENV})")
+        if re.search(r"No module named '?edgebuild\b", stderr) or returncode == 127:
+            return _unmeasurable(f"edgebuild is not installed on ssh host {host} for "
+                                 f"{self.python}: {_last(stderr)}",
+                                 "install edgebuild and the backend there, or set "
+                                 "`runs_on.python` to the Python that has it")
+        if not stdout:
+            return StageResult.error(f"ssh host {host} sent no result (exit {returncode}): "
+                                     f"{_last(stderr)}")
+        return None
 
 
-def _unmeasurable(reason: str, hint: str, started: float) -> TaskOutcome:
-    return TaskOutcome(StageResult.unmeasurable(f"not measurable here: {reason}", hint),
-                       started, time.time())
+def _unmeasurable(reason: str, hint: str) -> StageResult:
+    return StageResult.unmeasurable(f"not measurable here: {reason}", hint)
 
 
 def _last(text: str) -> str:
@@ -297,7 +314,7 @@ def _last(text: str) -> str:
 
 def serve_stdin() -> int:
     """The board's side: a task tar on stdin, a result tar on stdout."""
-    from edgebuild.execute.remote import run_remote
+    from edgebuild.execute.remote.far_side import run_remote
 
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but the result tar may reach the client's stdout

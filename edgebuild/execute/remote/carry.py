@@ -11,7 +11,7 @@ its digest:
     files        {"carried/calib/t10k-images.gz": (sha256, /usr/share/…)}
 
 The worker writes the files under its own task folder, checks each digest and
-points the spec's `recipe_dir` there (remote.py), so relative paths resolve as
+points the spec's `recipe_dir` there (far_side.py), so relative paths resolve as
 they did on the client. A factory or dataset function named by module
 (`package.module:fn`) is not carried: the worker imports its own installed
 copy, and `expect_modules` lets it check that copy is the client's (same

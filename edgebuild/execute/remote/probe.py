@@ -36,7 +36,8 @@ def absent_reason(task: StageTask) -> str | None:
     target = Target.model_validate(task.spec["target"])
     try:
         backend = load_backend(target.backend)
-        if backend.profiles_without_latency and (task.spec.get("params") or {}).get("profile"):
+        asks_profile = bool((task.spec.get("params") or {}).get("profile"))
+        if backend.capabilities.profiles_without_latency and asks_profile:
             return None  # `edgebuild profile`: the stage takes the profile it can (QNN's)
         return backend.probe(target, purpose)
     except EdgebuildError:

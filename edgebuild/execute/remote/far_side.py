@@ -1,5 +1,5 @@
-"""The worker side of a stage task that runs on another machine (a Dask worker, an
-SSH host).
+"""The far side of a remote stage task: what runs on the other machine (a Dask worker,
+an SSH board), whichever transport brought it (transport.py).
 
 A remote worker trusts no path of the client's. The task brings everything the
 stage reads *by content*: its input artifacts' files, and the datasets and model
@@ -23,10 +23,10 @@ from edgebuild.core.target import WORKER_RESOURCES_ENV
 from edgebuild.errors import CacheCorrupt
 
 Files = dict[str, tuple[str, Any]]  # destination -> (sha256, bytes | a Dask future of them)
+Sources = dict[str, tuple[str, Path]]  # destination -> (sha256, the client's file)
 
 
-def task_files(spec: dict[str, Any],
-               carried: dict[str, tuple[str, Path]]) -> dict[str, tuple[str, Path]]:
+def task_files(spec: dict[str, Any], carried: Sources) -> Sources:
     """Destination -> (digest, client path) of every file a remote stage needs: its input
     artifacts' files (their manifests hold the digests) and the carried data and model."""
     files = {f"recipe/{rel}": entry for rel, entry in carried.items()}
@@ -86,8 +86,8 @@ def describe(exc: BaseException) -> str:
 
 def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
                 expect_modules: dict[str, str], timeout_s: float | None) -> dict[str, Any]:
-    from edgebuild.execute.carry import check_modules
     from edgebuild.execute.logs import one_line_logs
+    from edgebuild.execute.remote.carry import check_modules
     from edgebuild.execute.task import run_in_subprocess
     from edgebuild.execute.taskdirs import new_task_folder, remove_tree
 
@@ -126,7 +126,7 @@ def _run_remote(spec: dict[str, Any], files: Files, resources: list[str],
 
 def announce() -> None:
     """Tell the scheduler this worker runs the current task, so a client that never gets
-    the task's reply can still say where it ran (cluster.py)."""
+    the task's reply can still say where it ran (dask.py)."""
     try:
         from distributed import get_worker
 

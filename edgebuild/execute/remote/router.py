@@ -1,8 +1,9 @@
 """Sends each stage task to where its device is: an SSH board over ssh, everything else
-to the run's executor (local worker processes or a Dask cluster).
+to the run's executor (local worker processes or a Dask cluster). A decorator of the
+executor seam (executor.py): itself a StageExecutor around the run's own.
 
-    scheduler ── task ──▶ DeviceRouter ─┬─ device absent ─▶ answered here (devices/probe.py)
-                                        ├─ task.ssh set ──▶ run_over_ssh (devices/ssh.py)
+    scheduler ── task ──▶ DeviceRouter ─┬─ device absent ─▶ answered here (probe.py)
+                                        ├─ task.ssh set ──▶ ship(SshTransport) (ssh.py)
                                         └─ otherwise ────▶ LocalExecutor | DaskExecutor
 
 A stage that first asks whether its device is here (`Op.probes`) is asked in this
@@ -37,7 +38,7 @@ class DeviceRouter:
 
     def submit(self, task: StageTask) -> Future[TaskOutcome]:
         if self.probe_here and task.ssh is None:
-            from edgebuild.devices.probe import absent_reason, answered
+            from edgebuild.execute.remote.probe import absent_reason, answered
 
             reason = absent_reason(task)
             if reason is not None:
@@ -49,12 +50,13 @@ class DeviceRouter:
         return self._boards.submit(self._on_board, task)
 
     def _on_board(self, task: StageTask) -> TaskOutcome:
-        from edgebuild.devices.ssh import run_over_ssh
+        from edgebuild.execute.remote.ssh import SshTransport
+        from edgebuild.execute.remote.transport import ship
 
         assert task.ssh is not None
         host, python = task.ssh
         with device_lock(self.locks, f"ssh-{host}"):
-            return run_over_ssh(task, host, python, self._digests)
+            return ship(task, SshTransport(host, python), self._digests)
 
     def shutdown(self) -> None:
         if self._boards is not None:
