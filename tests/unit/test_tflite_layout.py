@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from edgebuild.backends.tflite.backend import TfliteOptions, _inverse, _layout_perm, _match
+from edgebuild.backends.tflite.backend import _inverse, _layout_perm, _match
+from edgebuild.backends.tflite.options import TfliteOptions
 from edgebuild.errors import StageError
 from edgebuild.plan.planner import implicit_path
 from edgebuild.registry import conversions
