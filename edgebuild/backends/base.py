@@ -222,6 +222,7 @@ class Backend(ABC, Generic[OptionsT]):
     @classmethod
     def options(cls, target: Target) -> OptionsT:
         """The target's `options:` as this backend's model (the loader has checked them)."""
+        # `Options` is the class's parameter (`__init_subclass__`): mypy cannot follow that.
         return cast(OptionsT, cls.Options.model_validate(target.options))
 
     def datasets(self, target: Target) -> tuple[str, ...]:
