@@ -125,7 +125,8 @@ def torch_eager(model: Any) -> Infer:
 
 def ort_runner(path: Path, threads: int) -> Runner:
     """ONNX Runtime's defaults (graph level ALL, sequential), `threads` intra-op threads."""
-    from edgebuild.backends.onnxruntime.backend import GraphLevel, OrtOptions, OrtRunner
+    from edgebuild.backends.onnxruntime.options import GraphLevel, OrtOptions
+    from edgebuild.backends.onnxruntime.runner import OrtRunner
 
     return OrtRunner(path, OrtOptions(graph_optimization_level=GraphLevel.ALL), threads)
 

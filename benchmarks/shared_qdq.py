@@ -132,7 +132,7 @@ def run_openvino(path: Path, images: np.ndarray) -> np.ndarray:
 
 
 def run_qnn(path: Path, images: np.ndarray) -> np.ndarray:
-    from edgebuild.backends.qnn.backend import QnnOptions
+    from edgebuild.backends.qnn.options import QnnOptions
     from edgebuild.backends.qnn.session import session
 
     options = QnnOptions.model_validate({"calibration_dataset": "calibration"})

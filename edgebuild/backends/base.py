@@ -10,9 +10,10 @@ from __future__ import annotations
 import platform
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, cast, get_args, get_origin
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar  # `default=` (PEP 696) before Python 3.13
 
 from edgebuild.backends.declaration import Capabilities, Placement
 from edgebuild.core.datasets import dataset_names
@@ -38,6 +39,9 @@ _MOVED = {
     "profiles_without_latency": "capabilities = Capabilities(profiles_without_latency=True)",
     "converts_nms": "capabilities = Capabilities(converts_nms=False)",
 }
+
+# A backend's options model, `Backend[TfliteOptions]`; a bare `Backend` is any backend.
+OptionsT = TypeVar("OptionsT", bound=BaseModel, covariant=True, default=BaseModel)
 
 
 class Runner(ABC):
@@ -157,19 +161,24 @@ class Runner(ABC):
         pass
 
 
-class Backend(ABC):
+class Backend(ABC, Generic[OptionsT]):
     """Compiles an artifact for a target and makes runners for the result.
 
     The class attributes are the backend's whole declaration: the registry, the
     planner, the cache keys and `run --baseline` read them, so adding a backend
-    is one folder plus one entry point (docs/extending.md).
+    is one folder plus one entry point (docs/extending.md). Its options model is
+    the class's parameter, `class TfliteBackend(Backend[TfliteOptions])`: that
+    sets `Options` (what the recipe loader validates), and `options(target)` hands
+    the target's options back as that model, typed.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     accepts: ClassVar[tuple[str, ...]]  # artifact formats compile takes ("pytorch" too)
     produces: ClassVar[str]  # format of the compiled artifact
-    Options: ClassVar[type[BaseModel]]  # the profile's `options:`; DatasetRef fields are read
+    # The profile's `options:`: the class's parameter (`Backend[TfliteOptions]`) sets it.
+    # Its DatasetRef fields are read (`datasets`).
+    Options: ClassVar[type[BaseModel]]
     tools: ClassVar[tuple[str, ...]]  # distributions whose versions enter the cache key
     version: ClassVar[int] = 1  # in the key of every stage it compiles or runs; bump on change
     extra: ClassVar[str | None] = None  # pip extra that installs its tools
@@ -191,23 +200,31 @@ class Backend(ABC):
     # What it can measure or build: memory, a profile without latency, a graph with NMS.
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Refuse a flag that `placement` or `capabilities` now declares: a backend
-        written for the old flags would otherwise lose them without a word."""
-        super().__init_subclass__(**kwargs)
-        for old, new in _MOVED.items():
-            if old in cls.__dict__:
-                raise TypeError(f"backend {cls.__qualname__} sets `{old}`, which is now "
-                                f"declared as `{new}` (edgebuild.backends.declaration)")
-
     def memory_measurable(self, target: Target) -> bool:
         """Whether measuring/footprint.py reads `target`'s runtime memory on this host: the
         class's `capabilities.measures_memory`, unless a backend's targets differ (TFLite:
         on the host, not on a phone)."""
         return self.capabilities.measures_memory
 
-    def options(self, target: Target) -> BaseModel:
-        return self.Options.model_validate(target.options)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """`Options` from the class's parameter (`Backend[TfliteOptions]` declares it
+        once); a flag that `placement` or `capabilities` now declares is refused: a
+        backend written for the old flags would otherwise lose them without a word."""
+        super().__init_subclass__(**kwargs)
+        for old, new in _MOVED.items():
+            if old in cls.__dict__:
+                raise TypeError(f"backend {cls.__qualname__} sets `{old}`, which is now "
+                                f"declared as `{new}` (edgebuild.backends.declaration)")
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            (model,) = get_args(base) if get_origin(base) is Backend else (None,)
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                cls.Options = model
+
+    @classmethod
+    def options(cls, target: Target) -> OptionsT:
+        """The target's `options:` as this backend's model (the loader has checked them)."""
+        # `Options` is the class's parameter (`__init_subclass__`): mypy cannot follow that.
+        return cast(OptionsT, cls.Options.model_validate(target.options))
 
     def datasets(self, target: Target) -> tuple[str, ...]:
         """Recipe datasets compile reads: every DatasetRef in the target's options."""

@@ -25,8 +25,7 @@ class AnyOptions(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
-class PlannedBackend(Backend):
-    Options = AnyOptions
+class PlannedBackend(Backend[AnyOptions]):
     tools: ClassVar[tuple[str, ...]] = ()
     implemented = False
     tracking: ClassVar[str]

@@ -8,9 +8,10 @@ from onnx import TensorProto, helper
 
 from edgebuild.backends.coreml.backend import kept_float as coreml_kept_float
 from edgebuild.backends.coreml.options import CoreMlOptions
-from edgebuild.backends.qnn.backend import QnnOptions
-from edgebuild.backends.tflite.backend import TfliteOptions, _kept_float
+from edgebuild.backends.qnn.options import QnnOptions
+from edgebuild.backends.tflite.backend import _kept_float
 from edgebuild.backends.tflite.keep_float import same_scale_feeders, with_fused_activations
+from edgebuild.backends.tflite.options import TfliteOptions
 
 
 def head() -> onnx.GraphProto:

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from edgebuild.backends.openvino import ir
-from edgebuild.backends.openvino.backend import OpenVinoBackend, OpenVinoOptions
+from edgebuild.backends.openvino.backend import OpenVinoBackend
 from edgebuild.backends.openvino.ir import precision_label
+from edgebuild.backends.openvino.options import OpenVinoOptions
 from edgebuild.backends.openvino.runner import OpenVinoRunner
 
 AVX2 = ["FP32", "INT8", "BIN"]  # OPTIMIZATION_CAPABILITIES of the AVX2-only AMD EPYC

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgebuild.backends.qnn.backend import QnnOptions, QnnPrecision
+from edgebuild.backends.qnn.options import QnnOptions, QnnPrecision
 from edgebuild.backends.qnn.quantize import given_qdq
 from edgebuild.errors import StageError
 

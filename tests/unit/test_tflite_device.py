@@ -19,15 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.backends.tflite import device
-from edgebuild.backends.tflite.device import (
+from edgebuild.backends.tflite import benchmark_log, device
+from edgebuild.backends.tflite.benchmark_log import (
     DeviceDelegate,
-    benchmark,
-    benchmark_command,
     parse_benchmark_output,
     to_result,
-    unavailable_reason,
 )
+from edgebuild.backends.tflite.device import benchmark, benchmark_command, unavailable_reason
 from edgebuild.devices.adb import find_adb
 from edgebuild.errors import StageError
 from tests.unit.test_adb import DEVICES_NONE, DEVICES_ONE, DEVICES_TWO
@@ -242,7 +240,7 @@ def test_nnapi_that_took_no_node_is_flagged_as_a_cpu_run() -> None:
     log = parse_benchmark_output(NNAPI_NOT_EXECUTED)
     assert log.accelerators == ("ipuadaptor", "nnapi-reference")
     assert log.timed is None  # the recorded excerpt stops before the runs
-    summary = device.delegation(log, DeviceDelegate.NNAPI)
+    summary = benchmark_log.delegation(log, DeviceDelegate.NNAPI)
     assert summary["execution"] == "none"
     assert "these are CPU figures" in summary["warning"]
     assert summary["nnapi_accelerators"] == ["ipuadaptor", "nnapi-reference"]
@@ -510,7 +508,7 @@ def test_a_refused_delegate_falls_back_to_builtin_kernels_when_allowed(
     assert result["fallback"] == (
         "ran on builtin kernels instead: the xnnpack delegate refused the model (ERROR: "
         "Node number 4 (TfLiteXNNPackDelegate) failed to prepare.)")
-    assert device.delegate_refusal("Failed to apply NNAPI delegate.") == \
+    assert benchmark_log.delegate_refusal("Failed to apply NNAPI delegate.") == \
         "Failed to apply NNAPI delegate."
 
 

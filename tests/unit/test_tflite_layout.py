@@ -7,40 +7,41 @@ from typing import Any
 
 import pytest
 
-from edgebuild.backends.tflite.backend import TfliteOptions, _inverse, _layout_perm, _match
+from edgebuild.backends.tflite.options import TfliteOptions
+from edgebuild.backends.tflite.tensors import inverse, layout_perm, match_names
 from edgebuild.errors import StageError
 from edgebuild.plan.planner import implicit_path
 from edgebuild.registry import conversions
 
 
 def test_nchw_input_maps_to_nhwc() -> None:
-    assert _layout_perm([1, 3, 224, 224], [1, 224, 224, 3], channels_last=True) == [0, 2, 3, 1]
-    assert _layout_perm(["batch", 1, 28, 28], [1, 28, 28, 1], channels_last=True) == [0, 2, 3, 1]
+    assert layout_perm([1, 3, 224, 224], [1, 224, 224, 3], channels_last=True) == [0, 2, 3, 1]
+    assert layout_perm(["batch", 1, 28, 28], [1, 28, 28, 1], channels_last=True) == [0, 2, 3, 1]
 
 
 def test_same_shape_is_identity_unless_channels_last_says_otherwise() -> None:
-    assert _layout_perm([1, 1000], [1, 1000], channels_last=True) is None
-    assert _layout_perm([1, 3, 224, 224], [1, 3, 224, 224], channels_last=False) is None
+    assert layout_perm([1, 1000], [1, 1000], channels_last=True) is None
+    assert layout_perm([1, 3, 224, 224], [1, 3, 224, 224], channels_last=False) is None
     # A square tensor is ambiguous by shape alone: the recorded layout decides.
-    assert _layout_perm([1, 4, 4, 4], [1, 4, 4, 4], channels_last=True) == [0, 2, 3, 1]
-    assert _layout_perm([1, 4, 4, 4], [1, 4, 4, 4], channels_last=False) is None
+    assert layout_perm([1, 4, 4, 4], [1, 4, 4, 4], channels_last=True) == [0, 2, 3, 1]
+    assert layout_perm([1, 4, 4, 4], [1, 4, 4, 4], channels_last=False) is None
 
 
 def test_unmappable_shape_is_a_stage_error() -> None:
     with pytest.raises(StageError, match="neither the ONNX shape"):
-        _layout_perm([1, 3, 224, 224], [1, 150528], channels_last=True)
+        layout_perm([1, 3, 224, 224], [1, 150528], channels_last=True)
 
 
 def test_inverse_undoes_the_permutation() -> None:
-    assert _inverse([0, 2, 3, 1]) == [0, 3, 1, 2]
-    assert _inverse(None) is None
+    assert inverse([0, 2, 3, 1]) == [0, 3, 1, 2]
+    assert inverse(None) is None
 
 
 def test_names_match_by_name_then_by_position() -> None:
-    assert _match(["image"], ["image"]) == {"image": "image"}
-    assert _match(["input.1"], ["input_1"]) == {"input.1": "input_1"}
+    assert match_names(["image"], ["image"]) == {"image": "image"}
+    assert match_names(["input.1"], ["input_1"]) == {"input.1": "input_1"}
     with pytest.raises(StageError):
-        _match(["a", "b"], ["a"])
+        match_names(["a", "b"], ["a"])
 
 
 def test_calibrated_precisions_need_a_dataset() -> None:
@@ -139,12 +140,12 @@ def test_a_size_one_axis_moved_maps_by_that_permutation() -> None:
     the same data in the same order, mapped back by moving the size-1 axis."""
     import numpy as np
 
-    perm = _layout_perm([2, 1, 128], [1, 2, 128], channels_last=True)
+    perm = layout_perm([2, 1, 128], [1, 2, 128], channels_last=True)
     assert perm == [1, 0, 2]
     state = np.arange(256).reshape(2, 1, 128)
     assert np.transpose(state, perm).ravel().tolist() == state.ravel().tolist()
     with pytest.raises(StageError, match="neither the ONNX shape"):  # a real transpose
-        _layout_perm([2, 3, 128], [3, 2, 128], channels_last=True)
+        layout_perm([2, 3, 128], [3, 2, 128], channels_last=True)
 
 
 def test_slice_lists_only_the_axes_it_cuts(tmp_path: Path) -> None:

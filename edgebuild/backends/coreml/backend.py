@@ -40,12 +40,11 @@ def on_macos() -> bool:
     return platform.system() == "Darwin"
 
 
-class CoreMlBackend(Backend):
+class CoreMlBackend(Backend[CoreMlOptions]):
     name = "coreml"
     summary = "Apple Core ML .mlpackage via coremltools (accuracy proxy here; Mac to run)"
     accepts = ("pytorch",)
     produces = "mlpackage"
-    Options = CoreMlOptions
     tools: ClassVar[tuple[str, ...]] = ("coremltools", "torch", "scikit-learn")
     # 3: metadata `kept_float` (the INT8 rules do not apply to weight-only compression)
     # 4: options int8_mode, granularity / block_size, keep_float (proxy and package)
@@ -77,7 +76,7 @@ class CoreMlBackend(Backend):
         from edgebuild.passes.torch_capture import capture, check_capture
         from edgebuild.passes.torch_model import load_stage_model
 
-        options = CoreMlOptions.model_validate(target.options)
+        options = self.options(target)
         tensors, outputs = ctx.io.inputs, ctx.io.outputs
         started = time.perf_counter()
         model = load_stage_model(ctx)
@@ -115,7 +114,7 @@ class CoreMlBackend(Backend):
         if on_macos():
             from edgebuild.backends.coreml.runner import CoreMlRunner
 
-            options = CoreMlOptions.model_validate(target.options)
+            options = self.options(target)
             return CoreMlRunner(artifact.main, io["inputs"], io["outputs"],
                                 options.compute_units)
         from edgebuild.backends.coreml.proxy import ProxyRunner
@@ -139,7 +138,7 @@ class CoreMlBackend(Backend):
             return f"macOS host: Core ML on this Mac ({platform.machine()}), not the iPhone"
         if purpose != "accuracy":
             return ""
-        options = CoreMlOptions.model_validate(target.options)
+        options = self.options(target)
         weights = {"none": "fp16-rounded weights" if options.compute_precision == "fp16"
                    else "fp32 weights", "int8": f"int8 weights ({describe_int8(options)})",
                    "palettize": f"{options.palettize_bits}-bit palettized weights"}
@@ -159,7 +158,7 @@ class CoreMlBackend(Backend):
         share (plan.py), not times; "not measurable here" elsewhere."""
         from edgebuild.backends.coreml.plan import compute_plan
 
-        options = CoreMlOptions.model_validate(target.options)
+        options = self.options(target)
         return compute_plan(artifact.main, options.compute_units)
 
 

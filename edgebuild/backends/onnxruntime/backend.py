@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import re
 import shutil
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.declaration import Capabilities
+from edgebuild.backends.onnxruntime.options import GraphLevel, OrtOptions
+from edgebuild.backends.onnxruntime.runner import OrtRunner, session_options
 from edgebuild.core.op import OpResult, StageContext
-from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
@@ -26,48 +24,6 @@ if TYPE_CHECKING:
 
     from edgebuild.core.artifact import Artifact
     from edgebuild.measure.record import OpProfile
-
-
-class GraphLevel(StrEnum):
-    DISABLE = "disable"
-    BASIC = "basic"
-    EXTENDED = "extended"
-    ALL = "all"
-
-
-class OrtOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    graph_optimization_level: GraphLevel = Field(
-        GraphLevel.EXTENDED, description="Offline optimization level saved into the artifact."
-    )
-    intra_op_threads: int | None = Field(
-        None, ge=1, description="Threads inside an operator; default: ONNX Runtime's choice."
-    )
-    execution_providers: list[str] = Field(
-        default_factory=lambda: ["CPUExecutionProvider"], min_length=1,
-        description="Execution providers, in priority order.",
-    )
-
-
-def session_options(options: OrtOptions, threads: int | None) -> Any:
-    import onnxruntime as ort
-
-    levels = {
-        GraphLevel.DISABLE: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        GraphLevel.BASIC: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        GraphLevel.EXTENDED: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        GraphLevel.ALL: ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    so = ort.SessionOptions()
-    so.graph_optimization_level = levels[options.graph_optimization_level]
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.inter_op_num_threads = 1
-    chosen = threads or options.intra_op_threads
-    if chosen:
-        so.intra_op_num_threads = chosen
-    so.log_severity_level = 3
-    return yield_when_idle(so)
 
 
 _INSERTED = re.compile(r"^(?P<op>[A-Za-z]+)(?:_token_\d+)?$")
@@ -99,13 +55,12 @@ def name_inserted_nodes(path: Path) -> None:
         onnx.save(model, str(path))
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(Backend[OrtOptions]):
     name = "onnxruntime"
     summary = "ONNX Runtime (CPU execution provider)"
     # onnx-ort: ONNX with ONNX Runtime's com.microsoft fused ops (ort-transformer-optimize)
     accepts = ("onnx", "onnx-ort")
     produces = "onnx"
-    Options = OrtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
     version = 2  # 2: ORT-inserted nodes named by their place (a deterministic digest)
     capabilities = Capabilities(measures_memory=True)
@@ -116,7 +71,7 @@ class OnnxRuntimeBackend(Backend):
         from edgebuild.customops.ort import save_optimized
         from edgebuild.passes.onnx_stats import graph_stats
 
-        options = OrtOptions.model_validate(target.options)
+        options = self.options(target)
         unknown = set(options.execution_providers) - set(ort.get_available_providers())
         if unknown:
             from edgebuild.errors import BackendUnavailable
@@ -143,45 +98,12 @@ class OnnxRuntimeBackend(Backend):
         )
 
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
-        return OrtRunner(artifact.main, OrtOptions.model_validate(target.options), threads)
+        return OrtRunner(artifact.main, self.options(target), threads)
 
     def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
                    feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
                    runs: int) -> OpProfile | None:
         from edgebuild.backends.onnxruntime.profile import op_profile
 
-        return op_profile(artifact.main, OrtOptions.model_validate(target.options), threads,
+        return op_profile(artifact.main, self.options(target), threads,
                           feeds, runs)
-
-
-class OrtRunner(Runner):
-    def __init__(self, model: Path, options: OrtOptions, threads: int | None) -> None:
-        super().__init__()
-        self.model = model
-        self.options = options
-        self.threads = threads
-        self._session: Any = None
-
-    def _activate(self) -> None:
-        from edgebuild.customops.ort import session
-
-        # The artifact is already optimized; do not spend time re-optimizing.
-        so = session_options(self.options, self.threads)
-        self._session = session(self.model, so, self.options.execution_providers)
-
-    def _input_metadata(self) -> TensorMeta:
-        dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",
-                  "tensor(int64)": "int64", "tensor(int32)": "int32",
-                  "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
-        return {
-            i.name: (tuple(d if isinstance(d, int) else str(d) for d in i.shape),
-                     dtypes.get(i.type, i.type))
-            for i in self._session.get_inputs()
-        }
-
-    def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [o.name for o in self._session.get_outputs()]
-        return dict(zip(names, self._session.run(names, feeds), strict=True))
-
-    def _deactivate(self) -> None:
-        self._session = None

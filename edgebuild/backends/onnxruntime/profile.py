@@ -26,7 +26,7 @@ from edgebuild.measure.record import OpProfile, OpRow
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.backends.onnxruntime.backend import OrtOptions
+    from edgebuild.backends.onnxruntime.options import OrtOptions
 
 WARMUP = 3  # runs before the profiled ones: the first run allocates and plans
 _SUFFIXES = ("_nchwc",)  # ORT's names for nodes it makes from a tensor's name
@@ -36,7 +36,7 @@ _OUTPUT = "_output_0"  # PyTorch's exporter: the first output of node N is `N_ou
 
 def op_profile(model: Path, options: OrtOptions, threads: int | None,
                feeds: dict[str, np.ndarray], runs: int) -> OpProfile:
-    from edgebuild.backends.onnxruntime.backend import session_options
+    from edgebuild.backends.onnxruntime.runner import session_options
     from edgebuild.customops.ort import session
 
     so = session_options(options, threads)

@@ -16,18 +16,16 @@ labelled by `ir.precision_label`; the runner labels each measurement the same wa
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.declaration import Capabilities
 from edgebuild.backends.openvino import ir
+from edgebuild.backends.openvino.options import OpenVinoOptions, runtime_config
 from edgebuild.backends.openvino.runner import OpenVinoRunner
-from edgebuild.core.op import IoSpec, OpResult, StageContext
-from edgebuild.core.shapes import axis_names, bounds, io_profiles
+from edgebuild.backends.openvino.shapes import shape_model
+from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
 
@@ -38,74 +36,11 @@ if TYPE_CHECKING:
     from edgebuild.measure.record import OpProfile
 
 
-class Device(StrEnum):
-    CPU = "CPU"
-    GPU = "GPU"
-    NPU = "NPU"
-
-
-class InferencePrecision(StrEnum):
-    F32 = "f32"
-    F16 = "f16"
-    BF16 = "bf16"
-    DEFAULT = "default"  # no INFERENCE_PRECISION_HINT: whatever the device picks
-
-
-class PerformanceHint(StrEnum):
-    LATENCY = "latency"
-    THROUGHPUT = "throughput"
-
-
-class Shapes(StrEnum):
-    STATIC = "static"
-    DYNAMIC = "dynamic"
-
-
-class OpenVinoOptions(BaseModel):
-    """Options of the OpenVINO backend (target profile `options:`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    device: Device = Field(Device.CPU, description="OpenVINO device: CPU, GPU or NPU.")
-    inference_precision: InferencePrecision = Field(
-        InferencePrecision.F32,
-        description="INFERENCE_PRECISION_HINT: f32, bf16 or f16; `default` sets no hint "
-        "(the device's choice: bf16 on CPUs with AVX-512 BF16 or AMX, f32 on other x86 "
-        "CPUs). f32 by default, so numerics do not change with the CPU. What really ran "
-        "is read back and labelled in the report.")
-    compress_to_fp16: bool = Field(
-        False, description="Store weights as FP16 in the .bin (OpenVINO's save_model default "
-        "is true; false keeps an FP32 model FP32).")
-    performance_hint: PerformanceHint = Field(
-        PerformanceHint.LATENCY, description="PERFORMANCE_HINT: latency or throughput.")
-    num_streams: int | None = Field(
-        None, ge=1, description="NUM_STREAMS; default: what the performance hint picks.")
-    inference_num_threads: int | None = Field(
-        None, ge=1, description="INFERENCE_NUM_THREADS (CPU) when the target's "
-        "`measure.threads` is not set.")
-    shapes: Shapes = Field(
-        Shapes.STATIC, description="`static`: fix every input shape in the IR (a dynamic "
-        "dimension takes the recipe's declared example shape unless `input_shapes` says "
-        "otherwise); `dynamic`: keep the model's dynamic dimensions.")
-    input_shapes: dict[str, list[int]] = Field(
-        default_factory=dict, description="With `shapes: static`: input name -> shape.")
-
-    @model_validator(mode="after")
-    def _shapes(self) -> OpenVinoOptions:
-        if self.input_shapes and self.shapes is Shapes.DYNAMIC:
-            raise ValueError("`input_shapes` fixes shapes; it needs `shapes: static`")
-        for name, shape in self.input_shapes.items():
-            if not shape or any(d < 1 for d in shape):
-                raise ValueError(f"input_shapes.{name}: every dimension must be >= 1")
-        return self
-
-
-class OpenVinoBackend(Backend):
+class OpenVinoBackend(Backend[OpenVinoOptions]):
     name = "openvino"
     summary = "Intel OpenVINO IR (CPU runs here; GPU/NPU build and plan)"
     accepts = ("onnx", "openvino-ir")
     produces = "openvino-ir"
-    Options = OpenVinoOptions
     tools: ClassVar[tuple[str, ...]] = ("openvino", "onnx")
     # 3: `shapes: dynamic` dims bounded by the shape profiles; 4: the precision label
     version = 4
@@ -115,7 +50,7 @@ class OpenVinoBackend(Backend):
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         ov = ir.load_openvino()
         model = ctx.input()
-        options = OpenVinoOptions.model_validate(target.options)
+        options = self.options(target)
         if model.format == "onnx":
             from edgebuild.customops.openvino import convert_kwargs
 
@@ -154,7 +89,7 @@ class OpenVinoBackend(Backend):
                       "graph": graph, "precision": precision})
 
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
-        options = OpenVinoOptions.model_validate(target.options)
+        options = self.options(target)
         return OpenVinoRunner(artifact.main, options.device.value,
                               runtime_config(options, threads))
 
@@ -163,7 +98,7 @@ class OpenVinoBackend(Backend):
                    runs: int) -> OpProfile | None:
         from edgebuild.backends.openvino.profile import op_profile
 
-        options = OpenVinoOptions.model_validate(target.options)
+        options = self.options(target)
         config = {**runtime_config(options, threads), "PERF_COUNT": True}
         profile = op_profile(OpenVinoRunner(artifact.main, options.device.value, config),
                              feeds, shapes, runs)
@@ -178,7 +113,7 @@ class OpenVinoBackend(Backend):
         reason = super().unmeasurable_reason(target, purpose)
         if reason:
             return reason
-        device = OpenVinoOptions.model_validate(target.options).device.value
+        device = self.options(target).device.value
         available = list(ir.load_openvino().Core().available_devices)
         if not any(d == device or d.startswith(f"{device}.") for d in available):
             return (f"not measurable here: needs an Intel {device} "
@@ -220,101 +155,3 @@ def _conversion_error(exc: Exception, source: Path,
     said = f"{node} {reason}".strip() or (lines[0] if lines else repr(exc))
     return StageError(f"OpenVINO could not convert the model{f' ({failed})' if failed else ''}: "
                       f"{said}", hint)
-
-
-def runtime_config(options: OpenVinoOptions, threads: int | None) -> dict[str, Any]:
-    """The `compile_model` config: the options as OpenVINO property names.
-
-    `threads` (the target's `measure.threads`) wins over `inference_num_threads`,
-    as it does for ONNX Runtime, so every backend is measured on the same cores.
-    """
-    config: dict[str, Any] = {"PERFORMANCE_HINT": options.performance_hint.value.upper()}
-    if options.inference_precision is not InferencePrecision.DEFAULT:
-        config["INFERENCE_PRECISION_HINT"] = options.inference_precision.value
-    if options.num_streams is not None:
-        config["NUM_STREAMS"] = options.num_streams
-    chosen = threads or options.inference_num_threads
-    if chosen and options.device is Device.CPU:  # a thread count means nothing to a GPU/NPU
-        config["INFERENCE_NUM_THREADS"] = chosen
-    return config
-
-
-def shape_model(ov: Any, model: Any, options: OpenVinoOptions, io: IoSpec) -> dict[str, str]:
-    """Apply `shapes`/`input_shapes`; returns each input's shape as written in the IR.
-
-    A dynamic dimension of a static IR takes the recipe's declared example shape (the
-    shape the model was exported, calibrated and is measured at), never 1: an image
-    model fixed at 1×1 pixels compiles, and then no real input fits it. With
-    `shapes: dynamic` and shape profiles, each dynamic axis a profile binds is bounded
-    by the profiles' smallest and largest size (`_bounded`). `openvino-quantize` shapes
-    its model the same way before NNCF calibrates it, so the IR it calibrates is the
-    IR this target builds.
-    """
-    names = [i.get_any_name() for i in model.inputs]
-    unknown = sorted(set(options.input_shapes) - set(names))
-    if unknown:
-        raise StageError(f"openvino option input_shapes names {unknown}, which are not "
-                         f"model inputs", f"model inputs: {', '.join(names)}")
-    declared = {str(t["name"]): list(t["shape"]) for t in io.inputs}
-    new: dict[str, Any] = {}
-    if options.shapes is Shapes.STATIC:
-        for port, name in zip(model.inputs, names, strict=True):
-            current = port.get_partial_shape()
-            if name in options.input_shapes:
-                wanted = options.input_shapes[name]
-                if current.rank.is_static and current.rank.get_length() != len(wanted):
-                    raise StageError(f"input_shapes.{name} has rank {len(wanted)}, the model's "
-                                     f"input is {current}", "give one size per dimension")
-                new[name] = ov.PartialShape(wanted)
-            elif current.is_dynamic:
-                example = declared.get(name)
-                if example is None or (current.rank.is_static
-                                       and current.rank.get_length() != len(example)):
-                    raise StageError(
-                        f"input '{name}' is {current}: a static IR needs its shape, and the "
-                        "recipe declares " + (f"{example}" if example else "no such input"),
-                        f"set options.input_shapes.{name}, or `shapes: dynamic`")
-                for dim, size in zip(current, example, strict=True):
-                    if dim.is_static and dim.get_length() != size:
-                        raise StageError(f"input '{name}' is {current}, the recipe declares "
-                                         f"{example}", "make the recipe's `inputs:` shape "
-                                         "match the model")
-                new[name] = ov.PartialShape(example)
-    elif io.shapes:
-        new = _bounded(ov, model, names, io)
-    if new:
-        model.reshape(new)
-    return {name: str(port.get_partial_shape()) for port, name in zip(model.inputs, names,
-                                                                      strict=True)}
-
-
-def _bounded(ov: Any, model: Any, names: list[str], io: IoSpec) -> dict[str, Any]:
-    """Input name -> PartialShape whose profile-bound dynamic dims are Dimension(min, max).
-
-        profiles  small: {height: 16}  large: {height: 64}
-        IR input  [1, 3, ?, ?]  ──▶  [1, 3, 16..64, ?]   (width bound by no profile)
-
-    A bounded dimension lets the CPU plugin plan its memory for the largest shape;
-    a size outside the bounds is refused (the runner names the bounds). Dynamic
-    axes no profile binds (a batch axis) stay unbounded.
-    """
-    ranges = bounds(io_profiles(io))
-    bound = {name for sizes in io.shapes.values() for name in sizes}
-    axes = {where for name, found in axis_names(io.inputs).items() if name in bound
-            for where in found}
-    new: dict[str, Any] = {}
-    for port, name in zip(model.inputs, names, strict=True):
-        current = port.get_partial_shape()
-        if name not in ranges or current.rank.is_dynamic or current.is_static:
-            continue
-        low, high = ranges[name]
-        if current.rank.get_length() != len(low):
-            raise StageError(f"input '{name}' is {current}, the recipe's shape profiles give "
-                             f"it rank {len(low)}", "make the recipe's `inputs:` shape match "
-                             "the model")
-        dims = [ov.Dimension(low[i], high[i]) if dim.is_dynamic and (name, i) in axes else dim
-                for i, dim in enumerate(current)]
-        if any(d.is_dynamic != c.is_dynamic or str(d) != str(c)
-               for d, c in zip(dims, current, strict=True)):
-            new[name] = ov.PartialShape(dims)
-    return new

@@ -175,11 +175,13 @@ def _shape_as_target(ov: Any, model: Any, ctx: StageContext
     built shape; dynamic: bounded by the profiles), so NNCF calibrates the IR that is
     built. Returns the IR's input shapes and, for a static IR, the built shapes the
     calibration data must have."""
-    from edgebuild.backends.openvino.backend import OpenVinoOptions, Shapes, shape_model
+    from edgebuild.backends.openvino.backend import OpenVinoBackend
+    from edgebuild.backends.openvino.options import Shapes
+    from edgebuild.backends.openvino.shapes import shape_model
 
     if ctx.target is None or ctx.target.backend != "openvino":
         return {i.get_any_name(): str(i.get_partial_shape()) for i in model.inputs}, None
-    options = OpenVinoOptions.model_validate(ctx.target.options)
+    options = OpenVinoBackend.options(ctx.target)
     ir_shapes = shape_model(ov, model, options, ctx.io)
     if options.shapes is not Shapes.STATIC:
         return ir_shapes, None

@@ -52,7 +52,7 @@ class OpenVinoRunner(Runner):
 
         A dynamic IR is never reshaped: it takes every size its dims allow, so a shape
         asked for here is outside the bounds `shapes: dynamic` set from the profiles
-        (backend.shape_model), and reshaping would silently drop them."""
+        (shapes.shape_model), and reshaping would silently drop them."""
         for name in sorted(shapes):
             dims = self._inputs[name][0]
             if any(isinstance(d, str) for d in dims):

@@ -15,19 +15,16 @@ checked without the phone: the SoC model and HTP arch in the profile must match 
 from __future__ import annotations
 
 import time
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from edgebuild.backends.base import Backend, Runner, TensorMeta
+from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.declaration import Capabilities
-from edgebuild.core.datasets import DatasetRef
+from edgebuild.backends.qnn.options import CpuFallback, QnnOptions, QnnPrecision
+from edgebuild.backends.qnn.runner import QnnRunner
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-from edgebuild.quant.safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,81 +35,11 @@ if TYPE_CHECKING:
 CONTEXT_MODEL = "model_ctx.onnx"
 
 
-class QnnPrecision(StrEnum):
-    INT8 = "int8"  # uint8 activations and weights, QDQ (the HTP's native format)
-    INT16 = "int16"  # uint16 activations, uint8 weights: more accuracy, slower
-    FP16 = "fp16"  # the float model run at fp16 on HTP (v69 and newer)
-    QDQ = "qdq"  # the input's own Q/DQ as is (a quantize pass before: shared encodings)
-
-
-class CpuFallback(StrEnum):
-    FAIL = "fail"  # a node the HTP cannot take fails the build, naming it
-    REPORT = "report"  # it runs on the CPU and is listed in the partition table
-
-
-class QnnOptions(BaseModel):
-    """Options of the QNN backend (target profile `options:`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    precision: QnnPrecision = Field(
-        QnnPrecision.INT8, description="int8, int16 or fp16; `qdq`: the model's own Q/DQ "
-        "as is, not re-quantized (a `quantize` pass before it: the encodings the other Q/DQ "
-        "backends get; the HTP takes uint8 asymmetric activations, not symmetric int8).")
-    calibration_dataset: DatasetRef | None = Field(
-        None, description="Recipe dataset for int8/int16 calibration.")
-    calibration_samples: int = Field(100, ge=1, description="Calibration samples, at most.")
-    per_channel: bool = Field(
-        True, description="Per-channel weight scales on Conv/ConvTranspose (the HTP takes "
-        "them; onnxruntime's QNN recipe keeps MatMul per-tensor, which the HTP requires). "
-        "false: per-tensor everywhere.")
-    keep_float: KeepFloat = Field(
-        KeepFloat.AUTO, description="int8/int16, as the quantize pass: `auto` keeps the output "
-        "tail (decode, final Sigmoid/Softmax, output Concat) and a signal front end out of "
-        "the QDQ (the HTP runs them in fp16; the partition table shows any it refuses); "
-        "`none` does not.")
-    mixed_range_bound: float | None = Field(
-        DEFAULT_BOUND, gt=1, description="int8/int16, as the quantize pass: a Concat/Add "
-        "whose inputs' calibrated ranges differ by more than this factor stays float; "
-        "null: off.")
-    soc_model: int = Field(43, ge=0, description="QNN SoC model the context binary is built "
-                           "for (43: Snapdragon 8 Gen 2, SM8550).")
-    htp_arch: int = Field(73, ge=68, description="Hexagon HTP architecture (73: v73).")
-    htp_performance_mode: str = Field(
-        "burst", pattern="^(burst|balanced|default|high_performance|high_power_saver|"
-        "low_balanced|low_power_saver|power_saver|extreme_power_saver|sustained_high_"
-        "performance)$", description="HTP performance mode on the device.")
-    vtcm_mb: int | None = Field(None, ge=1, le=64, description="VTCM size in MB to use.")
-    cpu_fallback: CpuFallback = Field(
-        CpuFallback.FAIL, description="`fail`: a node the HTP cannot take fails the build "
-        "and is named; `report`: it runs on the CPU and the partition table lists it.")
-    device_serial: str | None = Field(None, description="adb serial of the phone.")
-
-    @model_validator(mode="after")
-    def _calibrated(self) -> QnnOptions:
-        if self.precision in (QnnPrecision.INT8, QnnPrecision.INT16) and \
-                self.calibration_dataset is None:
-            raise ValueError(f"precision {self.precision.value} needs `calibration_dataset` "
-                             "(a recipe dataset of representative inputs)")
-        return self
-
-    def provider_options(self) -> dict[str, str]:
-        """The QNN EP's provider options for these settings."""
-        found = {"soc_model": str(self.soc_model), "htp_arch": str(self.htp_arch),
-                 "htp_performance_mode": self.htp_performance_mode}
-        if self.vtcm_mb is not None:
-            found["vtcm_mb"] = str(self.vtcm_mb)
-        if self.precision is QnnPrecision.FP16:
-            found["enable_htp_fp16_precision"] = "1"
-        return found
-
-
-class QnnBackend(Backend):
+class QnnBackend(Backend[QnnOptions]):
     name = "qnn"
     summary = "Qualcomm QNN context binary via onnxruntime-qnn (x86 HTP emulator here)"
     accepts = ("onnx",)
     produces = "qnn-context"
-    Options = QnnOptions
     tools: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-qnn", "onnx")
     # 6: Pow(x, 2) as Mul(x, x); 5: qnn_nodes.json (the profile's op types); 4: precision
     # qdq; 3: fp16 takes a uint8 input through DequantizeLinear, not Cast; 2: per-channel
@@ -128,7 +55,7 @@ class QnnBackend(Backend):
         from edgebuild.backends.qnn.quantize import given_qdq, quantize_for_htp
         from edgebuild.backends.qnn.session import session
 
-        options = QnnOptions.model_validate(target.options)
+        options = self.options(target)
         source = ctx.input().main
         metadata: dict[str, Any] = {"precision": options.precision.value,
                                     "soc_model": options.soc_model,
@@ -203,7 +130,7 @@ class QnnBackend(Backend):
         return OpResult(main=CONTEXT_MODEL, format=self.produces, metadata=metadata)
 
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
-        options = QnnOptions.model_validate(target.options)
+        options = self.options(target)
         return QnnRunner(artifact.main, options, threads)
 
     def _probe(self, target: Target, purpose: str) -> str | None:
@@ -219,7 +146,7 @@ class QnnBackend(Backend):
         from edgebuild.backends.qnn.session import qnn_devices
 
         qnn_devices()  # BackendUnavailable without onnxruntime-qnn
-        return op_profile(artifact.main, QnnOptions.model_validate(target.options), threads,
+        return op_profile(artifact.main, self.options(target), threads,
                           feeds, runs)
 
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
@@ -230,7 +157,7 @@ class QnnBackend(Backend):
             return ""  # the HTP emulator runs the context model here
         from edgebuild.devices.adb import connect
 
-        options = QnnOptions.model_validate(target.options)
+        options = self.options(target)
         found = connect(options.device_serial)
         if isinstance(found, str):  # no adb, no phone, two phones: say which, for QNN
             return ("not measurable here: no Snapdragon device attached ("
@@ -262,39 +189,3 @@ def _static(source: Path, ctx: StageContext) -> Path:
     static = ctx.out / "static.onnx"
     pin_input_shapes(source, static, pinned)
     return static
-
-
-class QnnRunner(Runner):
-    """The compiled context model on the HTP (the x86 emulator on this machine)."""
-
-    def __init__(self, model: Path, options: QnnOptions, threads: int | None) -> None:
-        super().__init__()
-        self.model = model
-        self.options = options
-        self.threads = threads
-        self._session: Any = None
-
-    def _activate(self) -> None:
-        from edgebuild.backends.qnn.session import session
-
-        # The compile stage already refused a model with nodes the HTP cannot take (unless
-        # `cpu_fallback: report`); the CPU EP left here runs the graph I/O quantization.
-        self._session = session(self.model, self.options.provider_options(),
-                                cpu_fallback=True, threads=self.threads)
-
-    def _input_metadata(self) -> TensorMeta:
-        dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",
-                  "tensor(uint8)": "uint8", "tensor(int8)": "int8", "tensor(int64)": "int64",
-                  "tensor(int32)": "int32", "tensor(uint16)": "uint16"}
-        return {i.name: (tuple(d if isinstance(d, int) else str(d) for d in i.shape),
-                         dtypes.get(i.type, i.type)) for i in self._session.get_inputs()}
-
-    def _infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [o.name for o in self._session.get_outputs()]
-        return dict(zip(names, self._session.run(names, feeds), strict=True))
-
-    def _deactivate(self) -> None:
-        self._session = None
-
-
-__all__ = ["CONTEXT_MODEL", "QnnBackend", "QnnOptions", "QnnRunner"]

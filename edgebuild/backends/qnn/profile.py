@@ -40,7 +40,7 @@ from edgebuild.measure.record import OpProfile, OpRow
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.backends.qnn.backend import QnnOptions
+    from edgebuild.backends.qnn.options import QnnOptions
 
 WARMUP = 2
 MAX_VALUE = 1e15  # a cycle count or microseconds above this is not a profile

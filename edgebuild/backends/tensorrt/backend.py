@@ -51,13 +51,12 @@ TRTEXEC = "trtexec.sh"
 ENGINE_FORMAT = "tensorrt-engine"
 
 
-class TensorRtBackend(Backend):
+class TensorRtBackend(Backend[TensorRtOptions]):
     name = "tensorrt"
     summary = ("NVIDIA TensorRT: TensorRT-ready ONNX (FP16 / explicit Q/DQ INT8) and parser "
                "coverage here; engine built and timed on the device")
     accepts = ("onnx",)
     produces = "tensorrt-onnx"
-    Options = TensorRtOptions
     tools: ClassVar[tuple[str, ...]] = ("onnx", "onnxruntime", "polygraphy", "tensorrt")
     device_tools: ClassVar[tuple[str, ...]] = ("tensorrt",)
     version = 2  # 2: the stand-in runs Q/DQ as written (no CPU int8 kernels)
@@ -75,7 +74,7 @@ class TensorRtBackend(Backend):
 
         from edgebuild.backends.tensorrt.coverage import coverage
 
-        options = TensorRtOptions.model_validate(target.options)
+        options = self.options(target)
         source = ctx.input().main
         metadata: dict[str, Any] = {"precision": options.precision.value,
                                     "typing": options.typing.value,
@@ -122,7 +121,7 @@ class TensorRtBackend(Backend):
         from edgebuild.backends.tensorrt import engine
         from edgebuild.backends.tensorrt.cuda import gpu_here
 
-        options = TensorRtOptions.model_validate(target.options)
+        options = self.options(target)
         gpu = gpu_here()
         assert not isinstance(gpu, str)  # unbuildable_reason checked it
         version = engine.major_minor(engine.trt_version())
@@ -146,7 +145,8 @@ class TensorRtBackend(Backend):
             from edgebuild.backends.tensorrt.engine import EngineRunner
 
             return EngineRunner(artifact.path)
-        from edgebuild.backends.onnxruntime.backend import GraphLevel, OrtOptions, OrtRunner
+        from edgebuild.backends.onnxruntime.options import GraphLevel, OrtOptions
+        from edgebuild.backends.onnxruntime.runner import OrtRunner
 
         # The TensorRT-ready ONNX in ONNX Runtime: the accuracy gate's stand-in for the
         # engine (its FP16 casts and Q/DQ are the numerics TensorRT is told to use). No
@@ -211,7 +211,7 @@ class TensorRtBackend(Backend):
 
     def device_latency(self, artifact: Artifact, target: Target,
                        settings: MeasureSettings) -> LatencyRecord | None:
-        options = TensorRtOptions.model_validate(target.options)
+        options = self.options(target)
         if options.latency_tool != "trtexec":
             return None  # the latency protocol times EngineRunner.infer in this process
         return trtexec_latency(artifact.path, options, settings)

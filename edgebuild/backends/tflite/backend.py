@@ -2,7 +2,7 @@
 
 The planner puts `onnx-to-tf` (onnx2tf: NCHW -> NHWC) in front of this backend;
 compile quantizes that SavedModel at the target's precision (convert.py),
-records how each recipe tensor maps onto the model's (layout permutation,
+records how each recipe tensor maps onto the model's (tensors.py: layout permutation,
 integer scale/zero point), and writes the NNAPI coverage table for the target's
 Android API level. Accuracy always runs on this machine's interpreter; latency
 runs there too (`latency_on: host`, labelled as host figures) or on an attached
@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import platform
 import time
-from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from edgebuild.backends.base import Backend, Runner
-from edgebuild.core.datasets import DatasetRef
+from edgebuild.backends.tflite.options import (
+    Delegate,
+    DelegateFallback,
+    LatencyOn,
+    Precision,
+    TfliteOptions,
+)
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
-from edgebuild.errors import StageError
-from edgebuild.quant.safety import DEFAULT_BOUND, KeepFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,103 +34,11 @@ if TYPE_CHECKING:
     from edgebuild.recipe.common import MeasureSettings
 
 
-class Precision(StrEnum):
-    FLOAT32 = "float32"
-    FLOAT16 = "float16"
-    DYNAMIC_INT8 = "dynamic-int8"
-    INT8 = "int8"
-    INT16X8 = "int16x8"
-
-
-class IoType(StrEnum):
-    FLOAT32 = "float32"
-    INT8 = "int8"
-    UINT8 = "uint8"
-
-
-class Delegate(StrEnum):
-    NNAPI = "nnapi"
-    GPU = "gpu"
-    XNNPACK = "xnnpack"
-    CPU = "cpu"
-
-
-class DelegateFallback(StrEnum):
-    BUILTIN = "builtin"  # run on TFLite's builtin kernels, and say so in the figures
-    FAIL = "fail"  # the stage fails, naming the layer the delegate refused
-
-
-class LatencyOn(StrEnum):
-    DEVICE = "device"
-    HOST = "host"
-
-
-class TfliteOptions(BaseModel):
-    """Options of the TFLite backend (target profile `options:`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    precision: Precision = Field(
-        Precision.FLOAT32, description="float32, float16 (fp16 weights), dynamic-int8 (int8 "
-        "weights), int8 (full integer, calibrated) or int16x8 (16-bit activations, calibrated).")
-    io_type: IoType = Field(
-        IoType.FLOAT32, description="With `precision: int8`: the model's input/output type. "
-        "int8 or uint8 make the whole graph integer, as NNAPI and most NPUs prefer.")
-    calibration_dataset: DatasetRef | None = Field(
-        None, description="Recipe dataset for int8/int16x8 calibration (the representative "
-        "dataset).")
-    calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
-    per_channel: bool = Field(True, description="Per-channel weight scales (TFLite's default).")
-    keep_float: KeepFloat = Field(
-        KeepFloat.AUTO, description="With `precision: int8`, as the quantize pass: `auto` "
-        "keeps the output tail (decode, final Sigmoid/Softmax, output Concat) and a signal "
-        "front end float; `none` does not. Metadata `kept_float` says what TFLite honoured.")
-    exclude_nodes: list[str] = Field(
-        default_factory=list, description="With `precision: int8`: ONNX nodes (of the model "
-        "onnx2tf converted, as the quantize pass's `exclude_nodes` name them) kept float too, "
-        "with the Relu/Clip TFLite would fuse into them. Metadata `kept_float` says which "
-        "TFLite honoured.")
-    mixed_range_bound: float | None = Field(
-        DEFAULT_BOUND, gt=1, description="With `precision: int8`, as the quantize pass: a "
-        "Concat/Add whose inputs' calibrated ranges differ by more than this factor stays "
-        "float; null: off.")
-    delegate: Delegate = Field(
-        Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
-        "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
-    delegate_fallback: DelegateFallback = Field(
-        DelegateFallback.BUILTIN, description="When the delegate refuses the model (XNNPACK: "
-        "an int8 layer whose requantization scale it cannot take, named in the message; on "
-        "a phone, any delegate benchmark_model cannot apply): `builtin` runs TFLite's "
-        "builtin kernels instead and labels every figure with it; `fail` fails the stage.")
-    android_api_level: int = Field(
-        30, ge=27, le=36, description="Android API level of the device: decides which ops "
-        "the NNAPI delegate takes (the coverage table).")
-    latency_on: LatencyOn = Field(
-        LatencyOn.DEVICE, description="`device`: benchmark_model on the phone over adb (not "
-        "measurable without one); `host`: this machine's interpreter, reported as host figures.")
-    device_serial: str | None = Field(
-        None, description="adb serial of the phone; default: the only one attached.")
-    benchmark_model: str | None = Field(
-        None, description="Host path of an Android benchmark_model binary to push; default: "
-        "/data/local/tmp/benchmark_model on the device.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TfliteOptions:
-        calibrated = self.precision in (Precision.INT8, Precision.INT16X8)
-        if calibrated and self.calibration_dataset is None:
-            raise ValueError(f"precision {self.precision.value} needs `calibration_dataset` "
-                             "(a recipe dataset of representative inputs)")
-        if self.io_type is not IoType.FLOAT32 and self.precision is not Precision.INT8:
-            raise ValueError("io_type int8/uint8 needs `precision: int8`")
-        return self
-
-
-class TfliteBackend(Backend):
+class TfliteBackend(Backend[TfliteOptions]):
     name = "tflite"
     summary = "TensorFlow Lite / LiteRT (host interpreter here; phones over adb)"
     accepts = ("tf-savedmodel",)
     produces = "tflite"
-    Options = TfliteOptions
     tools: ClassVar[tuple[str, ...]] = ("tensorflow-cpu", "ai-edge-litert")
     version = 2  # 2: int8 keeps the INT8 rules' float nodes float (keep_float.py)
     extra = "tflite"
@@ -139,16 +47,17 @@ class TfliteBackend(Backend):
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         from edgebuild.backends.tflite import convert, keep_float, nnapi
+        from edgebuild.backends.tflite.tensors import io_spec, savedmodel_spec, signature_feeds
 
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         model, out = ctx.input(), ctx.out
         saved_model = model.main.parent
-        io_spec = _io_spec_from_savedmodel(model)
+        spec = savedmodel_spec(model)
         feeds, calibration, count = None, None, 0
         if options.calibration_dataset is not None:
             calibration = ctx.dataset(options.calibration_dataset)
             count = min(len(calibration), options.calibration_samples)
-            feeds = [_signature_feeds(calibration.feed(i), io_spec) for i in range(count)]
+            feeds = [signature_feeds(calibration.feed(i), spec) for i in range(count)]
         started = time.perf_counter()
         kept = None
         if options.precision is Precision.INT8:
@@ -157,7 +66,7 @@ class TfliteBackend(Backend):
         seconds = time.perf_counter() - started
         destination = out / "model.tflite"
         destination.write_bytes(flatbuffer)
-        io = _io_spec(destination, model.metadata)
+        io = io_spec(destination, model.metadata)
         ops = nnapi.model_ops(destination)
         rows = nnapi.coverage(ops, options.android_api_level)
         (out / "nnapi_coverage.md").write_text(
@@ -175,7 +84,7 @@ class TfliteBackend(Backend):
     def runner(self, artifact: Artifact, target: Target, threads: int | None) -> Runner:
         from edgebuild.backends.tflite.runner import TfliteRunner
 
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         return TfliteRunner(artifact.main, artifact.metadata["io"], threads,
                             use_xnnpack=options.delegate is not Delegate.CPU,
                             fallback=options.delegate_fallback is DelegateFallback.BUILTIN)
@@ -184,7 +93,7 @@ class TfliteBackend(Backend):
         """On the host the runner runs ai-edge-litert in the measuring process, so
         measuring/footprint.py reads its peak memory as for ONNX Runtime; on a phone the
         memory is benchmark_model's (device.py)."""
-        return TfliteOptions.model_validate(target.options).latency_on is LatencyOn.HOST
+        return self.options(target).latency_on is LatencyOn.HOST
 
     def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
                    feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
@@ -194,7 +103,7 @@ class TfliteBackend(Backend):
         from edgebuild.backends.tflite.profile import op_profile
         from edgebuild.measure.record import OpProfile
 
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         if options.latency_on is LatencyOn.DEVICE:
             return OpProfile(unmeasurable="not measurable here: this target's latency runs "
                              "on the phone; its per-op profile is benchmark_model's, taken "
@@ -207,7 +116,7 @@ class TfliteBackend(Backend):
         return self.unmeasurable_reason(target, purpose) if purpose == "latency" else None
 
     def unmeasurable_reason(self, target: Target, purpose: str = "latency") -> str:
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             from edgebuild.backends.tflite import device
 
@@ -215,7 +124,7 @@ class TfliteBackend(Backend):
         return ""  # accuracy, and host latency: ai-edge-litert runs here
 
     def where(self, target: Target, purpose: str = "latency") -> str:
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             return f"device: Android phone over adb, {options.delegate.value} delegate"
         kernels = "builtin kernels" if options.delegate is Delegate.CPU else "XNNPACK"
@@ -224,7 +133,7 @@ class TfliteBackend(Backend):
 
     def device_latency(self, artifact: Artifact, target: Target,
                        settings: MeasureSettings) -> LatencyRecord | None:
-        options = TfliteOptions.model_validate(target.options)
+        options = self.options(target)
         if options.latency_on is not LatencyOn.DEVICE:
             return None
         from edgebuild.backends.tflite import device
@@ -255,126 +164,6 @@ def _kept_float(options: TfliteOptions, kept: Any) -> dict[str, Any] | None:
         Precision.INT16X8: "not applied: TFLite's 16x8 quantizer has no node denylist (16-bit "
                            "activations leave a range ratio r 65536 / r codes)"}.get(precision)
     return {"nodes": [], "notes": [reason]} if reason else None
-
-
-def _same_shape(a: list[Any], b: list[Any]) -> bool:
-    """Equal, treating a symbolic or unknown (<= 0) dimension as matching anything."""
-    return len(a) == len(b) and all(
-        not isinstance(x, int) or not isinstance(y, int) or x <= 0 or y <= 0 or x == y
-        for x, y in zip(a, b, strict=True))
-
-
-def _layout_perm(recipe_shape: list[Any], model_shape: list[Any],
-                 channels_last: bool) -> list[int] | None:
-    """Permutation from the recipe's (ONNX) layout to the model's; None for identity."""
-    rank = len(recipe_shape)
-    to_nhwc = [0, *range(2, rank), 1]
-    if rank >= 3 and _same_shape([recipe_shape[i] for i in to_nhwc], model_shape) and (
-            channels_last or not _same_shape(recipe_shape, model_shape)):
-        return to_nhwc
-    if _same_shape(recipe_shape, model_shape):
-        return None
-    moved = _unit_axes_moved(recipe_shape, model_shape)
-    if moved is not None:
-        return moved
-    raise StageError(f"the TFLite model's tensor shape {model_shape} is neither the ONNX "
-                     f"shape {recipe_shape} nor its channels-last form",
-                     "onnx2tf changed this tensor's layout in a way edgebuild cannot map")
-
-
-def _unit_axes_moved(recipe_shape: list[Any], model_shape: list[Any]) -> list[int] | None:
-    """The permutation that only moves size-1 axes from one shape to the other, if any.
-
-    Moving an axis of size 1 leaves the data's order as it is, so the tensor is the
-    same whatever onnx2tf did to get there: Silero VAD's next state, ONNX `[2, 1, 128]`,
-    comes out of onnx2tf's Concat as `(1, 2, 128)`.
-    """
-    if len(recipe_shape) != len(model_shape) or not all(
-            isinstance(d, int) and d > 0 for d in [*recipe_shape, *model_shape]):
-        return None
-    if sorted(recipe_shape) != sorted(model_shape) or (
-            [d for d in recipe_shape if d != 1] != [d for d in model_shape if d != 1]):
-        return None
-    big = iter(i for i, d in enumerate(recipe_shape) if d != 1)
-    units = iter(i for i, d in enumerate(recipe_shape) if d == 1)
-    return [next(big) if d != 1 else next(units) for d in model_shape]
-
-
-def _inverse(perm: list[int] | None) -> list[int] | None:
-    if perm is None:
-        return None
-    inverse = [0] * len(perm)
-    for position, axis in enumerate(perm):
-        inverse[axis] = position
-    return inverse
-
-
-def _match(onnx_names: list[str], model_names: list[str]) -> dict[str, str]:
-    """ONNX name -> model name: by name when onnx2tf kept it, else by position."""
-    if set(onnx_names) == set(model_names):
-        return {n: n for n in onnx_names}
-    if len(onnx_names) != len(model_names):
-        raise StageError(f"the TFLite model has tensors {model_names}, the ONNX model "
-                         f"{onnx_names}", "onnx2tf changed the model's inputs or outputs")
-    return dict(zip(onnx_names, model_names, strict=True))
-
-
-def _io_spec_from_savedmodel(model: Artifact) -> dict[str, Any]:
-    """Signature input names and shapes of the SavedModel, for calibration feeds."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(str(model.main.parent))
-    signature = loaded.signatures["serving_default"]
-    specs = signature.structured_input_signature[1]
-    onnx_inputs: dict[str, list[Any]] = model.metadata["onnx_inputs"]
-    names = _match(list(onnx_inputs), sorted(specs))
-    channels_last = model.metadata.get("layout") == "NHWC"
-    return {onnx_name: {"name": names[onnx_name],
-                        "dtype": specs[names[onnx_name]].dtype.as_numpy_dtype,
-                        "perm": _layout_perm(shape, [d if d is not None else -1
-                                                     for d in specs[names[onnx_name]].shape],
-                                             channels_last)}
-            for onnx_name, shape in onnx_inputs.items()}
-
-
-def _signature_feeds(feeds: dict[str, np.ndarray],
-                     spec: dict[str, Any]) -> dict[str, np.ndarray]:
-    import numpy as np
-
-    return {s["name"]: np.ascontiguousarray(
-        np.transpose(feeds[name], s["perm"]) if s["perm"] else feeds[name], dtype=s["dtype"])
-        for name, s in spec.items()}
-
-
-def _io_spec(tflite: Path, upstream: dict[str, Any]) -> dict[str, Any]:
-    """How each ONNX input/output maps onto the .tflite tensors (stored in metadata)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_path=str(tflite))
-    runner = interpreter.get_signature_runner()
-    channels_last = upstream.get("layout") == "NHWC"
-
-    def describe(onnx: dict[str, list[Any]], details: dict[str, Any],
-                 is_input: bool) -> list[dict[str, Any]]:
-        names = _match(list(onnx), sorted(details))
-        rows = []
-        for onnx_name, recipe_shape in onnx.items():
-            detail = details[names[onnx_name]]
-            model_shape = [int(d) for d in detail["shape"]]
-            perm = _layout_perm(recipe_shape, model_shape, channels_last)
-            scales = detail["quantization_parameters"]["scales"]
-            zero_points = detail["quantization_parameters"]["zero_points"]
-            rows.append({
-                "name": onnx_name, "model_name": names[onnx_name],
-                "index": int(detail["index"]), "shape": recipe_shape,
-                "model_shape": model_shape, "perm": perm if is_input else _inverse(perm),
-                "dtype": str(detail["dtype"].__name__),
-                "quantization": ([float(scales[0]), int(zero_points[0])]
-                                 if len(scales) else None)})
-        return rows
-
-    return {"inputs": describe(upstream["onnx_inputs"], runner.get_input_details(), True),
-            "outputs": describe(upstream["onnx_outputs"], runner.get_output_details(), False)}
 
 
 def _coverage_summary(rows: list[Any], api_level: int) -> dict[str, Any]:

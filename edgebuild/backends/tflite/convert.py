@@ -28,8 +28,8 @@ from edgebuild.errors import StageError
 if TYPE_CHECKING:
     import numpy as np
 
-    from edgebuild.backends.tflite.backend import TfliteOptions
     from edgebuild.backends.tflite.keep_float import KeptFloat
+    from edgebuild.backends.tflite.options import TfliteOptions
 
 NEEDS_CALIBRATION = ("int8", "int16x8")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgebuild.backends.tflite.backend import TfliteOptions
+    from edgebuild.backends.tflite.options import TfliteOptions
     from edgebuild.core.artifact import Artifact
     from edgebuild.data.loaders import Samples
     from edgebuild.quant.safety import FloatNodes

@@ -35,7 +35,7 @@ class TfliteRunner(Runner):
                  use_xnnpack: bool, fallback: bool = True) -> None:
         super().__init__()
         self.model = model
-        self.io = io  # from the compile stage's metadata: see backend._io_spec
+        self.io = io  # from the compile stage's metadata: see tensors.io_spec
         self.threads = threads
         self.use_xnnpack = use_xnnpack
         self.allow_fallback = fallback

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgebuild import api
-from edgebuild.backends.openvino.backend import OpenVinoOptions, runtime_config
+from edgebuild.backends.openvino.options import OpenVinoOptions, runtime_config
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.target import Target
 from edgebuild.registry import load_backend

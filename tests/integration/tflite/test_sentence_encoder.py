@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.backends.tflite.backend import TfliteOptions
 from edgebuild.backends.tflite.convert import convert
 from edgebuild.backends.tflite.onnx_to_tf import _convert
+from edgebuild.backends.tflite.options import TfliteOptions
 from edgebuild.recipe.yaml_loader import load_yaml
 
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgebuild.backends.tflite.backend import TfliteOptions
 from edgebuild.backends.tflite.convert import convert
 from edgebuild.backends.tflite.onnx_to_tf import _convert, channels_last_inputs
+from edgebuild.backends.tflite.options import TfliteOptions
 
 pytest.importorskip("onnx_graphsurgeon", reason="needs onnx-graphsurgeon")
 

@@ -32,12 +32,11 @@ class NumpyReferenceOptions(BaseModel):
     check_samples: int = Field(4, ge=1, le=64, description="Samples of `check_dataset`.")
 
 
-class NumpyReferenceBackend(Backend):
+class NumpyReferenceBackend(Backend[NumpyReferenceOptions]):
     name = "numpy-reference"
     summary = "ONNX's pure-Python reference runtime (onnx.reference), a plugin"
     accepts = ("onnx",)
     produces = "onnx-reference"
-    Options = NumpyReferenceOptions
     tools: ClassVar[tuple[str, ...]] = ("onnx", "numpy")
     version = 1
     # The defaults, spelled out: compile here, accuracy (and latency) on the target's
@@ -48,7 +47,7 @@ class NumpyReferenceBackend(Backend):
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import onnx
 
-        options = NumpyReferenceOptions.model_validate(target.options)
+        options = self.options(target)
         source = ctx.input().main
         try:
             onnx.checker.check_model(str(source), full_check=True)
