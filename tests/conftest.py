@@ -141,36 +141,51 @@ def cached_rerun(before: set[str]) -> str:
 
 
 QUICKSTART = "recipes/quickstart.yaml"
+FASHION_RECIPE = "recipes/fashion-mnist.yaml"
 
 
 @dataclass(frozen=True)
-class QuickstartBuild:
-    """One cold build of the quickstart (minutes on 2 cores), shared by the session:
-    tests/e2e/test_recipes.py re-runs it cached, tests/integration/fleet publishes it."""
+class SessionBuild:
+    """One cold build of a committed recipe (minutes on 2 cores), shared by the session:
+    `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
+    tests/integration/fleet publishes it) and `fashion_build` (the e2e check re-runs it
+    cached, tests/e2e/test_ci_workflows.py starts its CI service's cache from it)."""
 
     out: Path
     cache: Path
     busy: frozenset[str]  # retimed() of the cold run: what a cached re-run times again
 
 
-@pytest.fixture(scope="session")
-def quickstart_build(tmp_path_factory: pytest.TempPathFactory) -> QuickstartBuild:
-    """recipes/quickstart.yaml built once, with its own cache (isolated_cache is per test).
-    Skipped, saying why, when only the machine's load failed it; a setup error or skip is
-    cached by pytest for the session, so it is not built again."""
-    folder = tmp_path_factory.mktemp("quickstart")
+def cold_build(tmp_path_factory: pytest.TempPathFactory, recipe: str, name: str) -> SessionBuild:
+    """`recipe` built once, with its own cache (isolated_cache is per test). Skipped,
+    saying why, when only the machine's load failed it; a setup error or skip is cached
+    by pytest for the session, so it is not built again."""
+    folder = tmp_path_factory.mktemp(name)
     out, cache = folder / "out", folder / "cache"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("EDGEBUILD_CACHE_DIR", str(cache))
         env.setenv("XDG_CONFIG_HOME", str(folder / "config"))
         if "EDGEBUILD_QUIET_WAIT_S" not in os.environ:
             env.setenv("EDGEBUILD_QUIET_WAIT_S", "3")
-        cold = edgebuild("run", QUICKSTART, "--out", str(out), "--cache-dir", str(cache))
+        cold = edgebuild("run", recipe, "--out", str(out), "--cache-dir", str(cache))
     if cold.returncode in (0, 1):
         skip_if_the_machine_was_busy(out)
     assert cold.returncode == 0, cold.stdout + cold.stderr
     assert "Traceback" not in cold.stderr
-    return QuickstartBuild(out=out, cache=cache, busy=frozenset(retimed(out)))
+    return SessionBuild(out=out, cache=cache, busy=frozenset(retimed(out)))
+
+
+@pytest.fixture(scope="session")
+def quickstart_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
+    """recipes/quickstart.yaml built once (cold_build)."""
+    return cold_build(tmp_path_factory, QUICKSTART, "quickstart")
+
+
+@pytest.fixture(scope="session")
+def fashion_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
+    """recipes/fashion-mnist.yaml as committed (its real finetune, 10,000 test images)
+    built once (cold_build)."""
+    return cold_build(tmp_path_factory, FASHION_RECIPE, "fashion")
 
 
 @pytest.fixture(autouse=True)
@@ -252,35 +267,42 @@ def tiny_project(tmp_path: Path) -> Callable[..., Path]:
 # Modules whose tests are each a long, independent build: spread test by test. Every other
 # module's tests stay on one worker together, so a module's fixtures are built once.
 SPREAD_MODULES = ("tests/e2e/test_recipes.py", "tests/e2e/test_search.py")
-# The tests that read the session's quickstart build (`quickstart_build`): one worker, so
-# it is built once. pytest_collection_modifyitems refuses a user of it not listed here.
-QUICKSTART_USERS = ("tests/e2e/test_recipes.py::test_quickstart_recipe",
-                    "tests/integration/fleet/test_quickstart_fleet.py")
+# The tests that read a session build (cold_build above), by fixture: one worker group each,
+# so each is built once. pytest_collection_modifyitems refuses a user not listed here.
+SESSION_BUILD_USERS = {
+    "quickstart_build": ("tests/e2e/test_recipes.py::test_quickstart_recipe",
+                         "tests/integration/fleet/test_quickstart_fleet.py"),
+    "fashion_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
+                      "tests/e2e/test_ci_workflows.py"),
+}
 
 
 def xdist_group(nodeid: str) -> str:
     """The worker group of a test, from its node id alone (the scheduler sees no more):
-    `quickstart`, the test itself in a SPREAD_MODULES module, else its module."""
-    if any(nodeid == user or nodeid.startswith(f"{user}::") for user in QUICKSTART_USERS):
-        return "quickstart"
+    the session build it reads, the test itself in a SPREAD_MODULES module, else its
+    module."""
+    for fixture, users in SESSION_BUILD_USERS.items():
+        if any(nodeid == user or nodeid.startswith(f"{user}::") for user in users):
+            return fixture
     module = nodeid.split("::", 1)[0]
     return nodeid if module in SPREAD_MODULES else module
 
 
-# pytest-timeout ([tool.pytest.ini_options] timeout: 15 min) for a test that may pay for the
-# quickstart's cold build (8 min quiet, up to 15 under load) before its own work.
-QUICKSTART_TIMEOUT_S = 1800
+# pytest-timeout ([tool.pytest.ini_options] timeout: 15 min) for a test that may pay for a
+# session build before its own work (the quickstart's: 8 min quiet, up to 15 under load).
+SESSION_BUILD_TIMEOUT_S = 1800
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if "quickstart_build" not in getattr(item, "fixturenames", ()):
-            continue
-        if xdist_group(item.nodeid) != "quickstart":
-            raise pytest.UsageError(f"{item.nodeid} uses quickstart_build: add it to "
-                                    "QUICKSTART_USERS in tests/conftest.py, so that the "
-                                    "quickstart is built once")
-        item.add_marker(pytest.mark.timeout(QUICKSTART_TIMEOUT_S))
+        for fixture in SESSION_BUILD_USERS:
+            if fixture not in getattr(item, "fixturenames", ()):
+                continue
+            if xdist_group(item.nodeid) != fixture:
+                raise pytest.UsageError(f"{item.nodeid} uses {fixture}: add it to "
+                                        "SESSION_BUILD_USERS in tests/conftest.py, so that "
+                                        "the recipe is built once")
+            item.add_marker(pytest.mark.timeout(SESSION_BUILD_TIMEOUT_S))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FASHION, REPO, skip_if_the_machine_was_busy
+from tests.conftest import FASHION, REPO, SessionBuild, skip_if_the_machine_was_busy
 
 GITHUB = REPO / "docs" / "ci" / "github-actions.yml"
 GITLAB = REPO / "docs" / "ci" / "gitlab-ci.yml"
@@ -86,10 +86,13 @@ class Job:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> CiService:
-    """One stand-in service for both files: its cache is filled by whichever file's
-    main-branch run comes first, so the cold build (a minute or more) happens once."""
-    return CiService(tmp_path_factory.mktemp("ci-service"))
+def service(tmp_path_factory: pytest.TempPathFactory, fashion_build: SessionBuild) -> CiService:
+    """One stand-in service for both files. Its cache starts as the session's build of
+    the same recipe (tests/conftest.py: fashion_build), as a CI cache restored from an
+    earlier pipeline would: the real finetune runs once in the suite, not again here."""
+    ci = CiService(tmp_path_factory.mktemp("ci-service"))
+    shutil.copytree(fashion_build.cache, ci.cache, ignore=shutil.ignore_patterns("locks", "tmp"))
+    return ci
 
 
 def checkout(root: Path) -> Path:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    FASHION_RECIPE,
     QUICKSTART,
     REPO,
-    QuickstartBuild,
+    SessionBuild,
     cached_rerun,
     edgebuild,
     retimed,
@@ -54,15 +55,17 @@ def gate(report: dict, name: str) -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
                     reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
-def test_fashion_mnist_recipe(tmp_path: Path) -> None:
-    report = cold_then_cached("recipes/fashion-mnist.yaml", tmp_path / "out")
+def test_fashion_mnist_recipe(fashion_build: SessionBuild) -> None:
+    # The cold build is the session's (tests/conftest.py), shared with the CI files' test.
+    build = fashion_build
+    report = cached_again(FASHION_RECIPE, build.out, build.busy, "--cache-dir", str(build.cache))
     accuracy = gate(report, "accuracy")
     assert accuracy["measured"]["samples"] == 10000
     assert accuracy["measured"]["top1"] >= 90.0  # the real test-set accuracy
     assert accuracy["measured"]["top1_drop"] <= 0.5
 
 
-def test_quickstart_recipe(quickstart_build: QuickstartBuild) -> None:
+def test_quickstart_recipe(quickstart_build: SessionBuild) -> None:
     # The cold build is the session's (tests/conftest.py), shared with the fleet's test.
     build = quickstart_build
     report = cached_again(QUICKSTART, build.out, build.busy, "--cache-dir", str(build.cache))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edgebuild.core.manifest import read_manifest
-from tests.conftest import QuickstartBuild, edgebuild, skip_if_the_machine_was_busy
+from tests.conftest import SessionBuild, edgebuild, skip_if_the_machine_was_busy
 from tests.integration.fleet.conftest import REGISTRY, active_target, ok, state
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ AGENTS = ("host-cpu", "intel-cpu", "android")
 
 
 def test_the_quickstart_reaches_three_kinds_of_device(
-        registry: tuple[str, Path], quickstart_build: QuickstartBuild,
+        registry: tuple[str, Path], quickstart_build: SessionBuild,
         keys: dict[str, Path], tmp_path: Path) -> None:
     assert REGISTRY is not None  # the registry fixture skipped otherwise
     out = quickstart_build.out
