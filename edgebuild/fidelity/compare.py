@@ -101,21 +101,8 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
     came from; an output with another row count has no sample axis, and is refused
     rather than compared as if its first axis were the samples.
     """
-    import numpy as np
-
     options = sequence or SequenceOptions()
-    got, labels, name = read_output(candidate, output)
-    ref, _, _ = read_output(reference, output)
-    if rows is not None and len(got) != rows:
-        raise ValueError(
-            f"output '{output or 'the first'}' has {len(got)} rows for {rows} samples: it "
-            f"has no sample "
-            f"axis (a recurrent state [2, 1, 128] concatenates to 2 rows a sample), so its "
-            f"first axis is not the samples. Declare it in `state:` with the input it "
-            f"feeds, and it is compared one sample (one step) at a time")
-    if got.shape != ref.shape:
-        raise ValueError(f"output shape {got.shape} differs from the reference {ref.shape}")
-    got, ref = take(got, part), take(ref, part)
+    got, ref, labels, name = _read_pair(candidate, reference, output, rows, part)
     metrics: dict[str, float] = {"samples": float(len(got))}
     for who, values in (("candidate", got), ("reference", ref)):
         bad = non_finite(values)
@@ -154,11 +141,43 @@ def compare(candidate: Path, reference: Path, output: str | None = None,
         metrics.update(found.metrics)
         details.update(found.details)
         return Comparison(metrics, details)
-    if task != "classification":
-        return Comparison(metrics, details)
-    if options.class_axis is not None:
+    if task == "classification":
+        found = _class_metrics(got, ref, labels, options.class_axis, margin)
+        metrics.update(found.metrics)
+        details.update(found.details)
+    return Comparison(metrics, details)
+
+
+def _read_pair(candidate: Path, reference: Path, output: str | None, rows: int | None,
+               part: OutputSlice | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """One output of both files (or `part` of it), its labels and name, checked to be
+    comparable sample by sample."""
+    got, labels, name = read_output(candidate, output)
+    ref, _, _ = read_output(reference, output)
+    if rows is not None and len(got) != rows:
+        raise ValueError(
+            f"output '{output or 'the first'}' has {len(got)} rows for {rows} samples: it "
+            f"has no sample "
+            f"axis (a recurrent state [2, 1, 128] concatenates to 2 rows a sample), so its "
+            f"first axis is not the samples. Declare it in `state:` with the input it "
+            f"feeds, and it is compared one sample (one step) at a time")
+    if got.shape != ref.shape:
+        raise ValueError(f"output shape {got.shape} differs from the reference {ref.shape}")
+    return take(got, part), take(ref, part), labels, name
+
+
+def _class_metrics(got: np.ndarray, ref: np.ndarray, labels: np.ndarray | None,
+                   class_axis: int | None, margin: float | None) -> Comparison:
+    """A classification output's class metrics: agreement with FP32's top-1, decided
+    agreement at `margin`, and with labels top-1, its drop and top-5. `class_axis`:
+    one class vector per position (a sequence), else one per sample."""
+    import numpy as np
+
+    metrics: dict[str, float] = {}
+    details: dict[str, Any] = {}
+    if class_axis is not None:
         count = len(got)
-        got, ref = positions(got, options.class_axis), positions(ref, options.class_axis)
+        got, ref = positions(got, class_axis), positions(ref, class_axis)
         metrics["positions"] = float(len(got) // max(count, 1))
         labels = labels.reshape(-1) if labels is not None and labels.size == len(got) else None
     else:

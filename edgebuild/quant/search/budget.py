@@ -194,9 +194,6 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
             trial.why = f"headroom {trial.verdict.score:.3g} ≤ {best[0].verdict.score:.3g}"
         return trial
 
-    def out_of_time() -> bool:
-        return time.monotonic() - started > budget.max_seconds
-
     chosen: Trial | None = None
     skipped: dict[str, str] = {}
     broken: dict[str, str] = {}  # steps whose lever raised on this model: their error
@@ -206,7 +203,7 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
         assert best is not None
         _refuse_clipped_scores(best[1], budget, p, judge, trials[-1])
     for step in budget.steps:
-        if chosen is not None or out_of_time():
+        if chosen is not None or time.monotonic() - started > budget.max_seconds:
             break
         assert best is not None
         base = best[0].params
@@ -236,32 +233,45 @@ def search(source: Path, destination: Path, p: QuantizeParams, calibration: Samp
               "seconds": round(time.monotonic() - started, 1)}
     assert best is not None
     if chosen is None:
-        closest = max(trials, key=lambda t: t.verdict.score)
-        tried = "; ".join(f"{t.name}{_counts(t)}: {t.verdict.record.get('failed', '')}"
-                          for t in trials)
-        untried = [s for s in budget.steps  # the trial of step keep_float is "keep float"
-                   if s not in {t.name.replace(" ", "_") for t in trials} and s not in skipped]
-        raise StageError(
-            f"no INT8 configuration passed the budget's gate on '{budget.gate.dataset}' "
-            f"({len(evaluation)} samples) after {len(trials)} trial(s) in "
-            f"{record['seconds']:.0f} s; closest: {closest.name} ({describe(closest.params)}, "
-            f"headroom {closest.verdict.score:.3g}, {closest.verdict.record.get('metrics')}). "
-            f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
-            + "".join(f". {step} failed on this model ({error})"
-                      for step, error in broken.items()),
-            _advice(budget, trials, untried),
-            # The trials are what a user reads next: the failed stage's report.json entry.
-            metadata={"budget": {**record, "chosen": None, "closest": closest.name}})
+        raise _nothing_passed(budget, len(evaluation), trials, skipped, broken, record)
     if chosen.name != "keep float":
         shutil.copyfile(best[2], destination)
+    record.update(_chosen(p, chosen))
+    return best[1], chosen.params, record
+
+
+def _nothing_passed(budget: Any, samples: int, trials: list[Trial], skipped: dict[str, str],
+                    broken: dict[str, str], record: dict[str, Any]) -> StageError:
+    """The error when no trial passed: the closest, every trial's failure, what the time
+    budget left untried and which levers raised, with the trials in its metadata."""
+    closest = max(trials, key=lambda t: t.verdict.score)
+    tried = "; ".join(f"{t.name}{_counts(t)}: {t.verdict.record.get('failed', '')}"
+                      for t in trials)
+    untried = [s for s in budget.steps  # the trial of step keep_float is "keep float"
+               if s not in {t.name.replace(" ", "_") for t in trials} and s not in skipped]
+    return StageError(
+        f"no INT8 configuration passed the budget's gate on '{budget.gate.dataset}' "
+        f"({samples} samples) after {len(trials)} trial(s) in "
+        f"{record['seconds']:.0f} s; closest: {closest.name} ({describe(closest.params)}, "
+        f"headroom {closest.verdict.score:.3g}, {closest.verdict.record.get('metrics')}). "
+        f"Tried: {tried}" + (f". Not tried (time budget): {untried}" if untried else "")
+        + "".join(f". {step} failed on this model ({error})"
+                  for step, error in broken.items()),
+        _advice(budget, trials, untried),
+        # The trials are what a user reads next: the failed stage's report.json entry.
+        metadata={"budget": {**record, "chosen": None, "closest": closest.name}})
+
+
+def _chosen(p: QuantizeParams, chosen: Trial) -> dict[str, Any]:
+    """The record's account of the trial that passed: its name, configuration, what it
+    changed from the params as written, its metrics and headroom."""
     chosen.why = "the first to pass the gate" + (f"; {chosen.why}" if chosen.why else "")
     changed = _changed(p, chosen.params)
     if chosen.name == "keep float":
         changed["exclude_nodes"] = chosen.verdict.record["keep_float"]["kept_in_float"]
-    record.update(chosen=chosen.name, config=describe(chosen.params),
-                  params=changed, metrics=chosen.verdict.record["metrics"],
-                  headroom=round(chosen.verdict.score, 4))
-    return best[1], chosen.params, record
+    return {"chosen": chosen.name, "config": describe(chosen.params), "params": changed,
+            "metrics": chosen.verdict.record["metrics"],
+            "headroom": round(chosen.verdict.score, 4)}
 
 
 def _refuse_clipped_scores(prepared: Prepared, budget: Any, p: QuantizeParams,
