@@ -7,9 +7,8 @@ knows none of them by name, and the search asks the kind for its failure sentenc
                                                  run/search ─▶ kind.failure(result) ─▶ "p90 …"
 
 Also here: the prologue every kind shares (its stage did not run, could not measure,
-or left an unreadable record). This module is gates' one door to `execute` and `plan`
-(the run's `ExecutionResult` and the planner's `TargetStages`, re-exported to the kinds)
-until the driver hands over typed records instead (redesign proposal 2, `records.py`).
+or left an unreadable record). A kind reads the target's `TargetRecords`
+(gates/records.py), which the driver makes of the run's results and the plan's stages.
 """
 
 from __future__ import annotations
@@ -17,14 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
+from edgebuild.gates.records import StageOutcome, StageRecord, TargetRecords
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import RecordError
-from edgebuild.plan.planner import TargetStages
 from edgebuild.recipe.models import Gates, Policy, Unmeasurable
 
-__all__ = ["ExecutionResult", "GateKind", "StageRun", "TargetStages", "blocked_by", "not_run",
-           "passed_if", "unreadable"]
+__all__ = ["GateKind", "StageRecord", "TargetRecords", "blocked_by", "not_run", "passed_if",
+           "unreadable"]
 
 
 class GateKind(Protocol):
@@ -32,9 +30,8 @@ class GateKind(Protocol):
 
     key: str  # the result's gate name, before any `[…]`: "latency" for latency[short]
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         """This kind's results for one target: none when its gate is not set."""
         ...
 
@@ -48,16 +45,16 @@ def passed_if(ok: bool) -> GateStatus:
     return GateStatus.PASSED if ok else GateStatus.FAILED
 
 
-def not_run(target: str, gate: str, run: StageRun | None) -> GateResult:
-    why = f"stage '{run.stage.id}' {run.outcome.value}" if run else "its stage did not run"
+def not_run(target: str, gate: str, run: StageRecord | None) -> GateResult:
+    why = f"stage '{run.stage_id}' {run.outcome.value}" if run else "its stage did not run"
     return GateResult(target=target, gate=gate, status=GateStatus.NOT_RUN,
                       counts_as_failure=True, message=f"nothing measured: {why}")
 
 
-def blocked_by(target: str, gate: str, run: StageRun | None, policy: Policy
+def blocked_by(target: str, gate: str, run: StageRecord | None, policy: Policy
                ) -> GateResult | None:
     """A result when the measuring stage produced nothing, else None."""
-    if run is not None and run.outcome is Outcome.UNMEASURABLE:
+    if run is not None and run.outcome is StageOutcome.UNMEASURABLE:
         fails = policy.unmeasurable is Unmeasurable.FAIL
         return GateResult(
             target=target, gate=gate, status=GateStatus.UNMEASURABLE, counts_as_failure=fails,

@@ -294,6 +294,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
     from edgebuild.measure.profiled import recorded
     from edgebuild.report.model import Report, StageReport, TargetReport
     from edgebuild.run.artifacts import export_target, manifest_of
+    from edgebuild.run.records import target_records
 
     searches = searches or {}
     memo = store.root if store is not None else None  # cache/memo.py
@@ -311,7 +312,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             if outcome.chosen is not None:
                 contained |= {sid for ids in owned[name].values() for sid in ids}
         else:
-            gates = evaluate_target(name, entry.gates, stages, execution,
+            gates = evaluate_target(name, entry.gates, target_records(stages, execution),
                                     loaded.recipe.policy_for(name), memo=memo)
         chosen = outcome is None or outcome.chosen is not None
         run = execution.runs[stages.compiled]
@@ -368,6 +369,7 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
     """A search target's gates: the chosen candidate's, as the target's, plus `search`."""
     from edgebuild.gates.evaluate import evaluate_target
     from edgebuild.gates.result import GateResult, GateStatus
+    from edgebuild.run.records import target_records
     from edgebuild.run.search import CandidateState
     from edgebuild.run.search_report import search_report
 
@@ -375,7 +377,7 @@ def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,
     policy = loaded.recipe.policy_for(name)
     if outcome.chosen is not None:
         stages = outcome.candidates[outcome.chosen].stages
-        gates = evaluate_target(name, entry.gates, stages, execution, policy)
+        gates = evaluate_target(name, entry.gates, target_records(stages, execution), policy)
         status = GateStatus.PASSED
     else:
         first = next(iter(outcome.candidates.values()))

@@ -295,6 +295,7 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
     """A candidate's gates, and the one-line reason when it cannot be chosen."""
     from edgebuild.gates.evaluate import evaluate_target
     from edgebuild.gates.kinds import failure
+    from edgebuild.run.records import target_records
 
     entry = plan.recipe.recipe.targets[target]
     runs = [execution.runs.get(s) for s in candidate_ids(stages)]
@@ -307,7 +308,7 @@ def judge(target: str, name: str, stages: TargetStages, execution: ExecutionResu
         if run.outcome is Outcome.FAILED:
             return CandidateResult(name, stages, CandidateState.FAILED,
                                    f"stage '{run.stage.id}' failed: {run.message}")
-    gates = evaluate_target(f"{target}[{name}]", entry.gates, stages, execution,
+    gates = evaluate_target(f"{target}[{name}]", entry.gates, target_records(stages, execution),
                             plan.recipe.recipe.policy_for(target), keep_samples=False)
     if all(g.status is GateStatus.PASSED for g in gates):
         return CandidateResult(name, stages, CandidateState.PASSED, "", gates)
@@ -369,6 +370,7 @@ def refine_status(plan: Plan, resolver: KeyResolver,
     known, and so is the key of the select stage a run would execute.
     """
     from edgebuild.gates.evaluate import evaluate_target
+    from edgebuild.run.records import target_records
 
     for target, stages in plan.targets.items():
         if stages.search is None:
@@ -384,7 +386,8 @@ def refine_status(plan: Plan, resolver: KeyResolver,
             if any(sid not in runs for sid in candidate_ids(cand)):
                 known = False
                 break
-            gates = evaluate_target(f"{target}[{name}]", entry.gates, cand, execution,
+            gates = evaluate_target(f"{target}[{name}]", entry.gates,
+                                    target_records(cand, execution),
                                     plan.recipe.recipe.policy_for(target), keep_samples=False)
             if all(g.status is GateStatus.PASSED for g in gates):
                 passing.append(name)

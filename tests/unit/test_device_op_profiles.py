@@ -22,6 +22,7 @@ from edgebuild.recipe.models import Gates, Policy
 from edgebuild.report.html import html_page
 from edgebuild.report.model import Report, TargetReport
 from edgebuild.report.render import markdown
+from edgebuild.run.records import target_records
 
 # Recorded: onnxruntime-qnn 2.7.0 (onnxruntime 1.32.0), HTP emulator on x86-64, provider
 # options profiling_level=detailed, profiling_file_path=…csv; three runs of a
@@ -97,8 +98,8 @@ def test_latency_stays_unmeasurable_beside_the_emulator_profile() -> None:
                         record.to_json())
     execution = ExecutionResult({stage.id: StageRun(stage, Outcome.BUILT, artifact=artifact)})
     gates = Gates.model_validate({"latency": {"budget_ms": 5}})
-    (result,) = evaluate_target("t", gates, TargetStages(compiled="c", latency=stage.id),
-                                execution, Policy())
+    records = target_records(TargetStages(compiled="c", latency=stage.id), execution)
+    (result,) = evaluate_target("t", gates, records, Policy())
     assert result.status is GateStatus.UNMEASURABLE and "no Snapdragon" in result.message
     assert artifact.untrusted  # never cached: a phone may be attached next run
 

@@ -26,6 +26,7 @@ from edgebuild.recipe.models import Gates, Policy
 from edgebuild.report.html import html_page
 from edgebuild.report.model import Report, TargetReport
 from edgebuild.report.render import markdown
+from edgebuild.run.records import target_records
 from tests.unit.test_planner import plan_of
 
 EVIL = "<script>alert(1)</script>|`x`](http://e)"
@@ -72,8 +73,8 @@ def _evaluate(metadata: dict[str, Any] | None, outcome: Outcome = Outcome.BUILT,
     execution = ExecutionResult({stage.id: StageRun(stage, outcome, artifact=artifact,
                                                     message=message)})
     gates = Gates.model_validate({"memory": {"max_mb": 100}})
-    results = evaluate_target("t", gates, TargetStages(compiled="c", latency=stage.id),
-                              execution, Policy())
+    records = target_records(TargetStages(compiled="c", latency=stage.id), execution)
+    results = evaluate_target("t", gates, records, Policy())
     (result,) = results
     return result
 

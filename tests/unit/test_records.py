@@ -8,7 +8,6 @@ import json
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from edgebuild.execute.scheduler import Scheduler, _Started
 from edgebuild.execute.task import TaskOutcome
 from edgebuild.gates.kinds.latency import _latency
 from edgebuild.gates.kinds.paired import _paired
+from edgebuild.gates.records import TargetRecords
 from edgebuild.gates.result import GateStatus
 from edgebuild.measure.conditions import conditions
 from edgebuild.measure.record import (
@@ -35,9 +35,11 @@ from edgebuild.measure.record import (
     read_record,
 )
 from edgebuild.measure.stats import summarize
+from edgebuild.plan.planner import TargetStages
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.common import MeasureSettings
 from edgebuild.recipe.models import LatencyGate, Policy
+from edgebuild.run.records import target_records
 
 
 def host_figures() -> dict[str, Any]:
@@ -186,21 +188,22 @@ def test_the_scheduler_refuses_a_malformed_record_from_a_worker(tmp_path: Path) 
     assert read_record(LatencyRecord, good.artifact.metadata, "s").n == 60
 
 
-def _cached(metadata: dict[str, Any], stage_id: str) -> ExecutionResult:
+def _cached(metadata: dict[str, Any], stage_id: str) -> TargetRecords:
     stage = Stage(stage_id, stage_id.split("@")[0], "{}", target="t", measures=True)
     artifact = Artifact("cd" * 32, "latency", Path(), {}, {}, metadata)
-    return ExecutionResult({stage_id: StageRun(stage, Outcome.CACHED, artifact=artifact)})
+    stages = TargetStages(compiled="c", latency="measure-latency@t", compare="compare-latency@t")
+    return target_records(stages, ExecutionResult(
+        {stage_id: StageRun(stage, Outcome.CACHED, artifact=artifact)}))
 
 
 def test_a_malformed_cached_record_fails_its_gate_with_a_sentence() -> None:
-    stages = SimpleNamespace(latency="measure-latency@t", compare="compare-latency@t")
     gate = LatencyGate(budget_ms=5.0)
-    (result,) = _latency("t", gate, stages, _cached(  # type: ignore[arg-type]
+    (result,) = _latency("t", gate, _cached(
         {"p50": {"value": 1.0}, "n": 3}, "measure-latency@t"), Policy())
     assert result.status is GateStatus.FAILED and result.counts_as_failure
     assert result.message.startswith("cannot read the measurement: measure-latency@t: a "
                                      "malformed LatencyRecord (p50: ")
-    fine = _latency("t", gate, stages, _cached(  # type: ignore[arg-type]
+    fine = _latency("t", gate, _cached(
         stored(host_figures()), "measure-latency@t"), Policy())
     assert [r.status for r in fine] == [GateStatus.PASSED]
     (paired,) = _paired("t", "regression", "compare-latency@t", _cached(

@@ -13,9 +13,8 @@ from typing import Any
 from edgebuild.cache.memo import remembered
 from edgebuild.fidelity.judgement import Judgement
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     blocked_by,
 )
 from edgebuild.gates.result import GateResult, GateStatus
@@ -25,9 +24,8 @@ from edgebuild.recipe.models import AccuracyGate, Gates, Policy
 class AccuracyKind(GateKind):
     key = "accuracy"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         results = []
         named = len(gates.accuracy_gates) > 1
         several = len(gates.accuracy_datasets) > 1
@@ -41,7 +39,7 @@ class AccuracyKind(GateKind):
             if labels.count(label) > 1:  # one output read as two tasks: accuracy[out:ctc]
                 label = f"{label}:{gate.task.value}"
             name = f"accuracy[{label}]" if named else "accuracy"
-            results.append(_accuracy(target, name, gate, stages, execution, policy, memo))
+            results.append(_accuracy(target, name, gate, records, policy, memo))
         return results
 
     def failure(self, result: GateResult) -> str:
@@ -61,11 +59,10 @@ class AccuracyKind(GateKind):
         return result.message
 
 
-def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
-              execution: ExecutionResult, policy: Policy,
-              memo_root: Path | None = None) -> GateResult:
-    infer = execution.runs.get(stages.infers.get(gate.dataset, ""))
-    reference = execution.runs.get(stages.references.get(gate.dataset, ""))
+def _accuracy(target: str, name: str, gate: AccuracyGate, records: TargetRecords,
+              policy: Policy, memo_root: Path | None = None) -> GateResult:
+    infer = records.run(records.infers.get(gate.dataset))
+    reference = records.run(records.references.get(gate.dataset))
     for run in (reference, infer):
         blocked = blocked_by(target, name, run, policy)
         if blocked is not None:
@@ -90,8 +87,8 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
         "build": infer.artifact.files, "fp32": reference.artifact.files, "where": where,
         "gate": gate.model_dump(mode="json"), "counted": counted, "rows": rows})
     result = GateResult.judged(target, name, judgement)
-    layers = _layer_reports(stages, execution)
-    clipped = _clipped_scores(gate, stages, execution)
+    layers = _layer_reports(records)
+    clipped = _clipped_scores(gate, records)
     if clipped and result.counts_as_failure:
         # The cause is the calibration data, not a layer: a late node's error is its effect.
         result.details["calibration"] = clipped
@@ -103,27 +100,26 @@ def _accuracy(target: str, name: str, gate: AccuracyGate, stages: TargetStages,
     return result
 
 
-def _clipped_scores(gate: AccuracyGate, stages: TargetStages,
-                    execution: ExecutionResult) -> list[str]:
+def _clipped_scores(gate: AccuracyGate, records: TargetRecords) -> list[str]:
     """What the target's quantize stage recorded against the gate's or the decode's
     threshold (gates/thresholds.py): the sentences, first the stage's."""
     from edgebuild.core.thresholds import gate_sentences
 
     said: list[str] = []
-    for stage_id in stages.chain:
-        run = execution.runs.get(stage_id)
+    for stage_id in records.chain:
+        run = records.run(stage_id)
         record = run.artifact.metadata.get("score_range") if run and run.artifact else None
         if isinstance(record, dict):
             said += [f"{stage_id}: {s}" for s in gate_sentences(record, gate)]
     return said
 
 
-def _layer_reports(stages: TargetStages, execution: ExecutionResult) -> dict[str, Any]:
+def _layer_reports(records: TargetRecords) -> dict[str, Any]:
     """Per-layer comparisons recorded by the target's passes (quantize's `layers`:
     quant/layer_compare.py), by stage."""
     found = {}
-    for stage_id in stages.chain:
-        run = execution.runs.get(stage_id)
+    for stage_id in records.chain:
+        run = records.run(stage_id)
         report = run.artifact.metadata.get("layers") if run and run.artifact else None
         if isinstance(report, dict):
             found[stage_id] = report

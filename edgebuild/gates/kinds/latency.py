@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 from edgebuild.cache.memo import remembered
 from edgebuild.core.shapes import EXAMPLE
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     blocked_by,
     passed_if,
     unreadable,
@@ -33,12 +32,11 @@ if TYPE_CHECKING:
 class LatencyKind(GateKind):
     key = "latency"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         if gates.latency is None:
             return []
-        return _latency(target, gates.latency, stages, execution, policy, keep_samples, memo)
+        return _latency(target, gates.latency, records, policy, keep_samples, memo)
 
     def failure(self, result: GateResult) -> str:
         """The percentile over its budget."""
@@ -48,17 +46,16 @@ class LatencyKind(GateKind):
         return result.message
 
 
-def _latency(target: str, gate: LatencyGate, stages: TargetStages,
-             execution: ExecutionResult, policy: Policy, keep_samples: bool = True,
-             memo: Path | None = None) -> list[GateResult]:
+def _latency(target: str, gate: LatencyGate, records: TargetRecords, policy: Policy,
+             keep_samples: bool = True, memo: Path | None = None) -> list[GateResult]:
     """One result, `latency`; with shape profiles one per profile, `latency[<profile>]`."""
-    run = execution.runs.get(stages.latency or "")
+    run = records.run(records.latency)
     blocked = blocked_by(target, "latency", run, policy)
     if blocked is not None:
         return [blocked]
     assert run and run.artifact
     try:
-        record = read_record(LatencyRecord, run.artifact.metadata, run.stage.id)
+        record = read_record(LatencyRecord, run.artifact.metadata, run.stage_id)
     except RecordError as exc:
         return [unreadable(target, "latency", exc)]
     where = record.where or ""

@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     blocked_by,
     passed_if,
     unreadable,
@@ -24,25 +23,24 @@ from edgebuild.recipe.models import Gates, MemoryGate, Policy, Unmeasurable
 class MemoryKind(GateKind):
     key = "memory"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         if gates.memory is None:
             return []
-        return [_memory(target, gates.memory, stages, execution, policy)]
+        return [_memory(target, gates.memory, records, policy)]
 
 
-def _memory(target: str, gate: MemoryGate, stages: TargetStages, execution: ExecutionResult,
-            policy: Policy) -> GateResult:
+def _memory(target: str, gate: MemoryGate, records: TargetRecords, policy: Policy
+            ) -> GateResult:
     """Judged like the size gate, from the peak memory measure-latency recorded; a backend
     or host that cannot measure it is unmeasurable (the policy decides), never a pass."""
-    run = execution.runs.get(stages.latency or "")
+    run = records.run(records.latency)
     blocked = blocked_by(target, "memory", run, policy)
     if blocked is not None:
         return blocked
     assert run and run.artifact
     try:
-        memory = read_record(LatencyRecord, run.artifact.metadata, run.stage.id).memory
+        memory = read_record(LatencyRecord, run.artifact.metadata, run.stage_id).memory
     except RecordError as exc:
         return unreadable(target, "memory", exc)
     limits = {"max_mb": gate.max_mb}

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     blocked_by,
     unreadable,
 )
@@ -35,29 +34,27 @@ class RegressionKind(GateKind):
 
     key = "regression"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
-        if gates.latency is None or stages.compare is None:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
+        if gates.latency is None or records.compare is None:
             return []
-        return _regression(target, gates.latency, stages, execution, policy)
+        return _regression(target, gates.latency, records, policy)
 
 
 class SpeedupKind(GateKind):
     key = "speedup"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         if gates.speedup is None:
             return []
-        return _speedup(target, gates.speedup, stages, execution, policy)
+        return _speedup(target, gates.speedup, records, policy)
 
 
-def _regression(target: str, gate: LatencyGate, stages: TargetStages,
-                execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+def _regression(target: str, gate: LatencyGate, records: TargetRecords, policy: Policy
+                ) -> list[GateResult]:
     """One result, `regression`; with shape profiles one per profile."""
-    return _paired(target, "regression", stages.compare, execution, policy,
+    return _paired(target, "regression", records.compare, records, policy,
                    lambda name, folder, suffix, stats, conditions: _compared(
                        target, name, gate, folder, suffix, stats, conditions, policy))
 
@@ -65,18 +62,18 @@ def _regression(target: str, gate: LatencyGate, stages: TargetStages,
 Judge = Callable[[str, Path, str, PairFigures, Conditions | None], GateResult]
 
 
-def _paired(target: str, gate: str, stage: str | None, execution: ExecutionResult,
+def _paired(target: str, gate: str, stage: str | None, records: TargetRecords,
             policy: Policy, judge: Judge) -> list[GateResult]:
     """The gates of an interleaved A/B stage (compare-latency, compare-speed): one, or
     with shape profiles `gate[<profile>]` each; `judge(name, folder, suffix, stats,
     conditions)` decides one from the paired samples `*_ms<suffix>.npy` in `folder`."""
-    run = execution.runs.get(stage or "")
+    run = records.run(stage)
     blocked = blocked_by(target, gate, run, policy)
     if blocked is not None:
         return [blocked]
     assert run and run.artifact
     try:
-        record = read_record(ComparisonRecord, run.artifact.metadata, run.stage.id)
+        record = read_record(ComparisonRecord, run.artifact.metadata, run.stage_id)
         if record.profiles is None:
             record.paired()  # a single pair has its figures
     except RecordError as exc:
@@ -126,11 +123,11 @@ def _compared(target: str, name: str, gate: LatencyGate, folder: Path, suffix: s
         message=verdict.sentence())
 
 
-def _speedup(target: str, gate: SpeedupGate, stages: TargetStages,
-             execution: ExecutionResult, policy: Policy) -> list[GateResult]:
+def _speedup(target: str, gate: SpeedupGate, records: TargetRecords, policy: Policy
+             ) -> list[GateResult]:
     """`speedup` (with shape profiles `speedup[<profile>]`): this build against target
     `gate.over`'s, timed interleaved by compare-speed."""
-    return _paired(target, "speedup", stages.speedup, execution, policy,
+    return _paired(target, "speedup", records.speedup, records, policy,
                    lambda name, folder, suffix, stats, conditions: _faster(
                        target, name, gate, folder, suffix, stats, conditions, policy))
 

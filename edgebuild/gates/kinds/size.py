@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     not_run,
     passed_if,
 )
@@ -21,12 +20,11 @@ from edgebuild.recipe.models import Gates, Policy
 class SizeKind(GateKind):
     key = "size"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         if gates.size is None:
             return []
-        compiled = execution.runs.get(stages.compiled)
+        compiled = records.run(records.compiled)
         if compiled is None or compiled.artifact is None:
             return [not_run(target, "size", compiled)]
         size_mb = compiled.artifact.shipped_bytes / 1e6

@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgebuild.gates.kind import (
-    ExecutionResult,
     GateKind,
-    TargetStages,
+    TargetRecords,
     blocked_by,
     unreadable,
 )
@@ -22,26 +21,25 @@ from edgebuild.recipe.models import Gates, Policy
 class ThroughputKind(GateKind):
     key = "throughput"
 
-    def evaluate(self, target: str, gates: Gates, stages: TargetStages,
-                 execution: ExecutionResult, policy: Policy, keep_samples: bool,
-                 memo: Path | None) -> list[GateResult]:
+    def evaluate(self, target: str, gates: Gates, records: TargetRecords, policy: Policy,
+                 keep_samples: bool, memo: Path | None) -> list[GateResult]:
         if gates.throughput is None:
             return []
-        return [_throughput(target, gates, stages, execution, policy)]
+        return [_throughput(target, gates, records, policy)]
 
 
-def _throughput(target: str, gates: Gates, stages: TargetStages, execution: ExecutionResult,
-                policy: Policy) -> GateResult:
+def _throughput(target: str, gates: Gates, records: TargetRecords, policy: Policy
+                ) -> GateResult:
     from edgebuild.gates.throughput import judge_throughput
 
     assert gates.throughput is not None
-    run = execution.runs.get(stages.throughput or "")
+    run = records.run(records.throughput)
     blocked = blocked_by(target, "throughput", run, policy)
     if blocked is not None:
         return blocked
     assert run and run.artifact
     try:
-        record = read_record(Throughput, run.artifact.metadata, run.stage.id)
+        record = read_record(Throughput, run.artifact.metadata, run.stage_id)
     except RecordError as exc:
         return unreadable(target, "throughput", exc)
     return judge_throughput(target, gates.throughput, record, policy)
