@@ -1,11 +1,17 @@
-"""The gate kinds (gates/kinds/): their order, and the search's failure sentence each words."""
+"""The gate kinds (gates/kinds/): their order, the search's failure sentence each words, and
+the records the driver hands them (run/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.kinds import KINDS, failure
+from edgebuild.gates.records import StageOutcome, StageRecord
 from edgebuild.gates.result import GateResult, GateStatus
+from edgebuild.plan.planner import TargetStages
+from edgebuild.plan.stage import Stage
+from edgebuild.run.records import target_records
 
 
 def test_the_kinds_report_in_the_order_report_json_keeps() -> None:
@@ -63,3 +69,16 @@ ACCURACY = {"min_top1_agreement": 99.0, "min_cosine": 0.999}
 ], ids=lambda r: f"{r.gate}-{r.status.value}-{len(r.measured)}")
 def test_each_kind_words_its_failure_as_the_search_did(result: GateResult) -> None:
     assert failure(result) == _before(result)
+
+
+def test_the_driver_hands_over_the_targets_own_stages() -> None:
+    ours, theirs = (Stage(f"measure-latency@{t}", "measure-latency", "{}", target=t,
+                          measures=True) for t in ("t", "u"))
+    execution = ExecutionResult({s.id: StageRun(s, Outcome.UNMEASURABLE, message="no device")
+                                 for s in (ours, theirs)})
+    records = target_records(TargetStages(compiled="compile@t", latency=ours.id), execution)
+    assert records.runs == {ours.id: StageRecord(ours.id, StageOutcome.UNMEASURABLE,
+                                                 "no device")}
+    assert records.run(records.latency) is records.runs[ours.id]
+    assert records.run(records.compiled) is None and records.run(records.compare) is None
+    assert [o.value for o in StageOutcome] == [o.value for o in Outcome]
