@@ -283,7 +283,7 @@ def cluster_spec(args: argparse.Namespace) -> ClusterSpec | None:
 def cmd_worker(args: argparse.Namespace) -> int:
     from edgebuild.execute.cluster import serve_worker
     from edgebuild.execute.security import TlsFiles, check_address
-    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.recipe.profiles import load_profiles, profile_dirs
 
     tls = TlsFiles.from_args(args.tls_ca, args.tls_cert, args.tls_key)
     check_address(args.scheduler, tls, args.insecure)  # before the profile's tools
@@ -319,7 +319,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.recipe.profiles import load_profiles, profile_dirs
     from edgebuild.registry import backend_class
 
     profiles = load_profiles(profile_dirs(Path.cwd() / "recipe.yaml"))

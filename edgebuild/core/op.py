@@ -18,17 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.datasets import dataset_names
+from edgebuild.core.samples import Samples
 from edgebuild.core.target import Target
 from edgebuild.errors import StageError
-
-if TYPE_CHECKING:
-    from edgebuild.data.samples import Samples
 
 
 class NoParams(BaseModel):

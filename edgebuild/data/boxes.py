@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from edgebuild.core.samples import ImageBoxes
 from edgebuild.data.digest import ImageFile
 from edgebuild.data.records import YOLO_HINT, CocoCategory, CocoImage, coco_file, yolo_box
 from edgebuild.errors import DataError
@@ -49,18 +50,6 @@ class BoxTransform:
                                          dtype=np.float64))
         keep = (out[:, 2] > out[:, 0]) & (out[:, 3] > out[:, 1])
         return out[keep], classes[keep]
-
-
-@dataclass(frozen=True)
-class ImageBoxes:
-    """One image's labelled objects: boxes M×4 (x1, y1, x2, y2) float64, classes M int64."""
-
-    boxes: np.ndarray
-    classes: np.ndarray
-
-    @staticmethod
-    def empty() -> ImageBoxes:
-        return ImageBoxes(np.zeros((0, 4)), np.zeros(0, dtype=np.int64))
 
 
 def read_yolo(folder: Path, images: list[ImageFile], sizes: list[tuple[int, int]]

@@ -1,6 +1,6 @@
 """Load a declared dataset into arrays, with deterministic sampling.
 
-Every kind returns `Samples` (data/samples.py; named from here too): one array per
+Every kind returns `Samples` (core/samples.py; named from here too): one array per
 model input (first axis = sample) and optional integer labels; an image dataset with
 label files also gives each image's boxes (ragged), in the model's input pixels
 (`edgebuild.data.boxes`).
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from edgebuild.data.boxes import BoxTransform, ImageBoxes, read_coco, read_yolo
+from edgebuild.core.samples import ImageBoxes, Steps
+from edgebuild.core.samples import Samples as Samples
+from edgebuild.data.boxes import BoxTransform, read_coco, read_yolo
 from edgebuild.data.digest import image_files
-from edgebuild.data.samples import Samples as Samples
-from edgebuild.data.samples import Steps
 from edgebuild.errors import DataError, EdgebuildError
 from edgebuild.recipe.datasets import (
     CallableDataset,

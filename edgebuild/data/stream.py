@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgebuild.data.samples import Samples, Steps
+from edgebuild.core.samples import Samples, Steps
 from edgebuild.errors import DataError
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from edgebuild.errors import EdgebuildError, plain
 from edgebuild.registry import load_op
 
 if TYPE_CHECKING:
-    from edgebuild.data.samples import Samples
+    from edgebuild.core.samples import Samples
 
 # Vendor telemetry is off for edgebuild's own runs: OpenVINO and NNCF send none when
 # CI is set (the opt-out file ~/intel/openvino_telemetry is written by setup.sh too).

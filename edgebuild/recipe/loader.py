@@ -1,8 +1,11 @@
-"""Load a recipe and the target profiles it names, and check them together."""
+"""Load a recipe and the target profiles it names, and check them together.
+
+The profiles are found and loaded by profiles.py; the checks that need the whole recipe
+and its profiles are `_CrossCheck` here: one rule per method, every problem at its YAML
+position, all of them reported at once."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,20 +33,11 @@ from edgebuild.recipe.models import (
     TargetEntry,
 )
 from edgebuild.recipe.onnx_inputs import check_onnx_inputs
+from edgebuild.recipe.profiles import LoadedProfile, load_profiles, profile_dirs
 from edgebuild.recipe.search import Candidate, GridError, expand
 from edgebuild.recipe.stream_check import check_stream
-from edgebuild.recipe.targets import TargetProfile
 from edgebuild.recipe.validate import to_problem, validate
 from edgebuild.recipe.yaml_loader import LoadedYaml, load_yaml
-
-BUILTIN_TARGETS = Path(__file__).resolve().parents[2] / "targets"
-TARGETS_ENV = "EDGEBUILD_TARGETS"
-
-
-@dataclass(frozen=True)
-class LoadedProfile:
-    profile: TargetProfile
-    doc: LoadedYaml
 
 
 @dataclass(frozen=True)
@@ -59,52 +53,6 @@ class LoadedRecipe:
     @property
     def base_dir(self) -> Path:
         return self.path.parent
-
-
-def profile_dirs(recipe_path: Path | None = None) -> list[Path]:
-    """Where profiles are looked up, first match wins.
-
-    `$EDGEBUILD_TARGETS` (path list), then a `targets/` folder beside the recipe
-    or in any parent folder (a project's own profiles), then the built-in ones.
-    """
-    dirs = [Path(p) for p in os.environ.get(TARGETS_ENV, "").split(os.pathsep) if p]
-    if recipe_path is not None:
-        for parent in recipe_path.resolve().parents:
-            if (parent / "targets").is_dir():
-                dirs.append(parent / "targets")
-                break
-    dirs.append(BUILTIN_TARGETS)
-    unique: list[Path] = []
-    for d in dirs:
-        if d.resolve() not in [u.resolve() for u in unique]:
-            unique.append(d)
-    return unique
-
-
-def load_profiles(dirs: list[Path]) -> dict[str, LoadedProfile]:
-    profiles: dict[str, LoadedProfile] = {}
-    problems: list[Problem] = []
-    for folder in dirs:
-        if not folder.is_dir():
-            continue
-        for file in sorted(folder.glob("*.yaml")):
-            if file.stem in profiles:
-                continue
-            doc = load_yaml(file)
-            profile, found = validate(TargetProfile, doc)
-            problems.extend(found)
-            if profile is None:
-                continue
-            if profile.name != file.stem:
-                location, _ = doc.locate(("name",))
-                problems.append(Problem(location, "name",
-                                        f"profile name '{profile.name}' differs from the file name",
-                                        f"rename the file to {profile.name}.yaml"))
-                continue
-            profiles[profile.name] = LoadedProfile(profile, doc)
-    if problems:
-        raise RecipeError(problems)
-    return profiles
 
 
 def load_recipe(path: Path, targets_dirs: list[Path] | None = None) -> LoadedRecipe:

@@ -305,7 +305,7 @@ def test_labels_schema_rejects_unknown_formats_and_keys() -> None:
 
 
 def test_truth_round_trips_through_the_outputs_file_and_scores_maps(tmp_path: Path) -> None:
-    from edgebuild.data.boxes import ImageBoxes
+    from edgebuild.core.samples import ImageBoxes
 
     truth = [ImageBoxes(np.array([[0.0, 0, 10, 10], [20, 20, 30, 30]]), np.array([0, 0])),
              ImageBoxes.empty()]

@@ -106,7 +106,7 @@ def test_latency_stays_unmeasurable_beside_the_emulator_profile() -> None:
 
 def test_the_qnn_probe_leaves_a_profiling_latency_stage_to_run() -> None:
     from edgebuild.core.target import Target
-    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.recipe.profiles import load_profiles, profile_dirs
     from edgebuild.registry import load_backend
 
     root = Path(__file__).parents[2]
@@ -134,7 +134,7 @@ def test_off_a_mac_the_compute_plan_is_not_measurable_here() -> None:
     # The iPhone target asking for a profile: its latency stage runs (the probe leaves
     # it) and records why there is none, beside "latency: not measurable here".
     from edgebuild.core.target import Target
-    from edgebuild.recipe.loader import load_profiles, profile_dirs
+    from edgebuild.recipe.profiles import load_profiles, profile_dirs
     from edgebuild.registry import load_backend
 
     root = Path(__file__).parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgebuild.core.target import Target
-from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
+from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles
 from edgebuild.registry import load_backend, load_op
 from tests.conftest import edgebuild, retimed
 

@@ -108,7 +108,7 @@ def test_every_builtin_profiles_probe_is_light() -> None:
     phone, Mac and Jetson among them) imports no framework."""
     code = ("import sys\n"
             "from edgebuild.core.target import Target\n"
-            "from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles\n"
+            "from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles\n"
             "from edgebuild.registry import load_backend\n"
             "for name, loaded in load_profiles([BUILTIN_TARGETS]).items():\n"
             "    target = Target(name=name, profile=loaded.profile)\n"

@@ -216,7 +216,7 @@ def test_memory_of_a_device_runtime_is_not_measurable_here(profile: str) -> None
     emulator's memory is not read on this host, and says so."""
     from edgebuild.core.target import Target
     from edgebuild.measuring.footprint import measure_memory
-    from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
+    from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles
 
     target = Target(name="t", profile=load_profiles([BUILTIN_TARGETS])[profile].profile)
     artifact = Artifact("k" * 64, "x", Path(), {}, {}, {})
@@ -229,7 +229,7 @@ def test_tflite_memory_is_measured_on_the_host_not_on_a_phone() -> None:
     """TFLite's host runner runs LiteRT in the measuring process (as ONNX Runtime's), so
     its memory is read here; on a phone it is benchmark_model's."""
     from edgebuild.core.target import Target
-    from edgebuild.recipe.loader import BUILTIN_TARGETS, load_profiles
+    from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles
     from edgebuild.registry import load_backend
 
     android = load_profiles([BUILTIN_TARGETS])["android"].profile

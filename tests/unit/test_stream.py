@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgebuild.core.samples import Steps
 from edgebuild.data.loaders import Samples, as_declared, check_matches_inputs
-from edgebuild.data.samples import Steps
 from edgebuild.data.stream import evaluate, first_feeds
 from edgebuild.errors import DataError, RecipeError
 from edgebuild.fidelity.outputs import save_outputs

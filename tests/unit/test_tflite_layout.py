@@ -73,7 +73,7 @@ def _graph(nodes: list[Any], inputs: list[Any]) -> Any:
 def test_an_input_the_graph_transposes_to_nchw_is_kept_channels_last() -> None:
     from onnx import TensorProto, helper
 
-    from edgebuild.backends.tflite.onnx_to_tf import channels_last_inputs
+    from edgebuild.backends.tflite.prepare_onnx import channels_last_inputs
 
     image = helper.make_tensor_value_info("image", TensorProto.UINT8, [1, 8, 8, 3])
     plain = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
@@ -91,7 +91,7 @@ def test_constant_nodes_become_initializers(tmp_path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgebuild.backends.tflite.onnx_to_tf import constants_to_initializers
+    from edgebuild.backends.tflite.prepare_onnx import constants_to_initializers
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     nodes = [helper.make_node("Constant", [], ["c"],
@@ -157,7 +157,7 @@ def test_slice_lists_only_the_axes_it_cuts(tmp_path: Path) -> None:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    from edgebuild.backends.tflite.onnx_to_tf import drop_full_slice_axes
+    from edgebuild.backends.tflite.prepare_onnx import drop_full_slice_axes
 
     big = np.iinfo(np.int64).max
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 258, 4])
@@ -183,7 +183,7 @@ def test_slice_lists_only_the_axes_it_cuts(tmp_path: Path) -> None:
 def test_an_input_without_a_sample_axis_keeps_its_shape() -> None:
     from onnx import TensorProto, helper
 
-    from edgebuild.backends.tflite.onnx_to_tf import unbatched_inputs
+    from edgebuild.backends.tflite.prepare_onnx import unbatched_inputs
 
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 576]),
               helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, 1, 128]),

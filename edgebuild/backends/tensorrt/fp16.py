@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from edgebuild.errors import StageError
 
 if TYPE_CHECKING:
-    from edgebuild.data.samples import Samples
+    from edgebuild.core.samples import Samples
 
 FP16_MAX = 65504.0
 # Kept FP32 unless the recipe says otherwise: TensorRT itself warns that LayerNorm in

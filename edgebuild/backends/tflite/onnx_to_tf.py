@@ -54,6 +54,10 @@ Two things onnx2tf does by itself are taken over here:
   model is checked first against the ops onnx2tf has converters for, and a
   failure during conversion is turned into a StageError that names the op and
   the node, with the shapes around it.
+
+Which inputs keep their layout and the rewrites of the private copy (the Constants, the
+shapes, the Slices above) are prepare_onnx.py; running onnx2tf, reading its layer table
+and turning its failures into StageErrors are here.
 """
 
 from __future__ import annotations
@@ -68,6 +72,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from edgebuild.backends.tflite.prepare_onnx import (
+    channels_last_inputs,
+    constants_to_initializers,
+    drop_full_slice_axes,
+    name_nodes_and_infer_shapes,
+    unbatched_inputs,
+)
 from edgebuild.core.op import Op, OpResult, StageContext
 from edgebuild.errors import StageError
 from edgebuild.passes.onnx_shapes import pin_input_shapes, pinned_shapes
@@ -140,44 +151,6 @@ class OnnxToTf(Op):
                       "converted_onnx": CONVERTED_ONNX, "layers_file": LAYERS_FILE})
 
 
-def channels_last_inputs(model: onnx.ModelProto) -> list[str]:
-    """Inputs that are NHWC already: the graph itself transposes them to NCHW.
-
-        image [1, H, W, 3] ──▶ (Cast) ──▶ Transpose perm [0, 3, 1, 2] ──▶ conv…
-
-    (`model.prepost` with `layout: NHWC`). onnx2tf would read such an input as NCHW
-    and transpose it again, mixing up H, W and C, so it keeps these as they are.
-    """
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    kept = []
-    for value in model.graph.input:
-        name = value.name
-        while len(consumers.get(name, [])) == 1 and consumers[name][0].op_type == "Cast":
-            name = consumers[name][0].output[0]
-        users = consumers.get(name, [])
-        if users and all(n.op_type == "Transpose" and
-                         [list(a.ints) for a in n.attribute if a.name == "perm"] == [[0, 3, 1, 2]]
-                         for n in users):
-            kept.append(value.name)
-    return kept
-
-
-def unbatched_inputs(model: onnx.ModelProto, declared: list[dict[str, Any]]) -> list[str]:
-    """Inputs of rank >= 3 the recipe declares without a sample axis (`batch_axis: null`).
-
-    Such an input is a recurrent state (Silero VAD's `[layers, batch, hidden]`), not a
-    channels-first image; onnx2tf would transpose it to `[2, 128, 1]` and every slice of
-    it after (an LSTM's initial state reached Keras as `(128, 1)`). These keep their
-    shape exactly (onnx2tf's `keep_shape_absolutely_input_names`).
-    """
-    unbatched = {t["name"] for t in declared if "batch_axis" in t and t["batch_axis"] is None}
-    return [v.name for v in model.graph.input
-            if v.name in unbatched and len(v.type.tensor_type.shape.dim) >= 3]
-
-
 def _version() -> str:
     from importlib.metadata import version
 
@@ -222,89 +195,6 @@ def _convert(source: Path, destination: Path, keep_nchw: list[str],
         if keep_onnx is not None:
             (keep_onnx / LAYERS_FILE).write_text(json.dumps(layers, indent=1))
         return log
-
-
-def name_nodes_and_infer_shapes(path: Path) -> None:
-    """Name unnamed nodes as onnx2tf would (`sng_<op>_<n>`) and store shapes inferred
-    with data propagation, so a Reshape whose target is computed from `Shape` gets
-    static dimensions on a pinned model (the graph still computes them at run time)."""
-    import onnx
-
-    model = onnx.load(str(path))
-    for index, node in enumerate(model.graph.node):
-        if not node.name:
-            node.name = f"sng_{node.op_type}_{index}"
-    del model.graph.value_info[:]
-    # onnx2tf converts without stored shapes too; shapes are a help
-    with contextlib.suppress(Exception):
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    onnx.save(model, str(path))
-
-
-def drop_full_slice_axes(path: Path) -> None:
-    """Rewrite `path` with each constant Slice listing only the axes it cuts.
-
-    onnxslim writes Silero VAD's STFT split `x[:, :129, :]` as a Slice over all three
-    axes (starts [0, 0, 0], ends [INT64_MAX, 129, INT64_MAX]). onnx2tf moves the
-    tensor to channels-last but not such a Slice's axes: it cut the time axis (length
-    4) at 129, so the imaginary half came out empty (`(1, 0, 258)`) and with it every
-    output of the model (`(0, 1)`). With only axis 1 listed, it maps the axis as it
-    does for any Slice. An axis is dropped when it starts at 0, steps by 1 and ends at
-    or past INT64_MAX / 2 (the whole axis, as exporters write "to the end").
-    """
-    import numpy as np
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(path))
-    graph = model.graph
-    constants = {i.name: i for i in graph.initializer}
-    changed = False
-    for node in graph.node:
-        if node.op_type != "Slice" or len(node.input) < 4 or not all(
-                name in constants for name in node.input[1:5]):
-            continue
-        arrays = [numpy_helper.to_array(constants[name]) for name in node.input[1:5]]
-        starts, ends, _axes, *rest = arrays
-        steps = rest[0] if rest else np.ones_like(starts)
-        whole = (starts == 0) & (steps == 1) & (ends >= np.iinfo(np.int64).max // 2)
-        if not whole.any() or whole.all():
-            continue
-        names = []
-        for role, array in zip(("starts", "ends", "axes", "steps"), arrays, strict=False):
-            tensor = numpy_helper.from_array(array[~whole], f"{node.output[0]}/cut_{role}")
-            graph.initializer.append(tensor)
-            names.append(tensor.name)
-        node.input[1:1 + len(names)] = names
-        changed = True
-    if changed:
-        onnx.save(model, str(path))
-
-
-def constants_to_initializers(path: Path) -> None:
-    """Rewrite `path` with each tensor-valued `Constant` node as an initializer.
-
-    onnx2tf turns a Constant node into a TensorFlow tensor, and some of its converters
-    (NonMaxSuppression's thresholds, Expand) only handle an initializer's NumPy value.
-    """
-    import onnx
-
-    model = onnx.load(str(path))
-    graph = model.graph
-    kept = []
-    for node in graph.node:
-        if (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-                and [a.name for a in node.attribute] == ["value"]):
-            tensor = onnx.helper.get_attribute_value(node.attribute[0])
-            tensor.name = node.output[0]
-            graph.initializer.append(tensor)
-        else:
-            kept.append(node)
-    if len(kept) == len(graph.node):
-        return
-    del graph.node[:]
-    graph.node.extend(kept)
-    onnx.save(model, str(path))
 
 
 def _convert_file(source: Path, destination: Path, keep_nchw: list[str],

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from edgebuild.backends.tflite.convert import convert
-from edgebuild.backends.tflite.onnx_to_tf import _convert, channels_last_inputs
+from edgebuild.backends.tflite.onnx_to_tf import _convert
 from edgebuild.backends.tflite.options import TfliteOptions
+from edgebuild.backends.tflite.prepare_onnx import channels_last_inputs
 
 pytest.importorskip("onnx_graphsurgeon", reason="needs onnx-graphsurgeon")
 

@@ -1,20 +1,37 @@
-"""The arrays a dataset loads into (`Samples`), and how a stream's sample is cut into
-steps (`Steps`).
+"""What a dataset loads into (`Samples`), one image's detection labels (`ImageBoxes`), and
+how a stream's sample is cut into steps (`Steps`).
 
-The types below both the loader (loaders.py makes `Samples`) and the stream evaluation
-(stream.py walks their `Steps`): each of them imports these, neither imports the other.
+In core because a stage's context hands them out (`StageContext.dataset`), so every op
+in every layer reads them; the loaders that make them (data/loaders.py, data/boxes.py)
+and the stream evaluation that walks their `Steps` (data/stream.py) stay in `data`.
+They are numpy arrays, but core is on the CLI's light path: numpy is imported only where
+a method computes with it, never when the module loads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from edgebuild.data.boxes import ImageBoxes
 from edgebuild.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class ImageBoxes:
+    """One image's labelled objects: boxes M×4 (x1, y1, x2, y2) float64, classes M int64."""
+
+    boxes: np.ndarray
+    classes: np.ndarray
+
+    @staticmethod
+    def empty() -> ImageBoxes:
+        import numpy as np
+
+        return ImageBoxes(np.zeros((0, 4)), np.zeros(0, dtype=np.int64))
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,8 @@ class Steps:
     def windows(self, values: np.ndarray) -> Iterator[np.ndarray]:
         """The consecutive windows of one fed sample, in order: each `hop` new values after
         the previous window's last `window - hop`, zeros before the first."""
+        import numpy as np
+
         context = self.window - self.hop
         pad = list(values.shape)
         pad[self.axis] = context
