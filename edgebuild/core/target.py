@@ -53,6 +53,12 @@ class Target(BaseModel):
     def runs_on(self) -> RunsOn:
         return self.profile.runs_on
 
+    def phone_serial(self, option: str | None = None) -> str | None:
+        """The adb serial of this target's phone: `runs_on.serial`, the one place a device
+        is named, else a backend's deprecated `device_serial` option (the loader refuses
+        the two naming different phones); None: the only phone attached."""
+        return self.runs_on.serial or option
+
     @property
     def runs_here(self) -> bool:
         """Whether this process is on the target's device: the build host for `host`,

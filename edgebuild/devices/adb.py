@@ -114,8 +114,9 @@ def select_device(devices: Sequence[AdbDevice], serial: str | None) -> AdbDevice
                 f"{_state_hint(d)}")
     if len(ready) > 1:
         names = ", ".join(d.describe() for d in ready)
-        return (f"not measurable here: {len(ready)} Android devices attached ({names}); set "
-                "the target option `device_serial` (or $ANDROID_SERIAL) to pick one")
+        return (f"not measurable here: {len(ready)} Android devices attached ({names}); name "
+                "one in the target profile's `runs_on: {kind: adb, serial: …}` (or set "
+                "$ANDROID_SERIAL)")
     return ready[0]
 
 

@@ -130,6 +130,7 @@ class _CrossCheck:
             target = Target(name=name, profile=loaded.profile).variant(name, entry.options,
                                                                         measure)
             self._options(loaded, entry.options, target.options, loc)
+            self._one_phone(target, loc)
             targets[name] = target
             self._custom_ops(name, target)
             if entry.search is not None:
@@ -139,6 +140,17 @@ class _CrossCheck:
             if entry.gates.speedup is not None and name in targets:
                 self._speedup(name, entry, targets)
         return targets
+
+    def _one_phone(self, target: Target, loc: tuple[str, ...]) -> None:
+        """A phone is named once: the profile's `runs_on.serial` and a backend's deprecated
+        `device_serial` option never name two different ones."""
+        option = target.options.get("device_serial")
+        serial = target.runs_on.serial
+        if option is not None and serial is not None and option != serial:
+            self._add((*loc, "options", "device_serial"),
+                      f"device_serial {option!r} names another phone than runs_on.serial "
+                      f"{serial!r}", "name the phone once, in the profile's `runs_on: {kind: "
+                      "adb, serial: …}` (`device_serial` is deprecated)")
 
     def _speedup(self, name: str, entry: Any, targets: dict[str, Target]) -> None:
         """`speedup.over` is another plain target on this target's backend (one runner

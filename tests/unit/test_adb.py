@@ -50,7 +50,7 @@ def test_select_device_reasons() -> None:
     two = parse_devices(DEVICES_TWO)
     reason = select_device(two, None)
     assert isinstance(reason, str) and reason.startswith("not measurable here: 2 Android")
-    assert "UYT5T18414003349 (ALP_AL00)" in reason and "device_serial" in reason
+    assert "UYT5T18414003349 (ALP_AL00)" in reason and "runs_on: {kind: adb, serial" in reason
     chosen = select_device(two, "n311r05e")
     assert not isinstance(chosen, str) and chosen.serial == "n311r05e"
     assert select_device([], None) == ("not measurable here: no Android device attached "

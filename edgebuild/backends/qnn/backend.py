@@ -158,7 +158,7 @@ class QnnBackend(Backend[QnnOptions]):
         from edgebuild.devices.adb import connect
 
         options = self.options(target)
-        found = connect(options.device_serial)
+        found = connect(target.phone_serial(options.device_serial))
         if isinstance(found, str):  # no adb, no phone, two phones: say which, for QNN
             return ("not measurable here: no Snapdragon device attached ("
                     + found.removeprefix("not measurable here: ") + "); the HTP emulator's "

@@ -63,7 +63,9 @@ class QnnOptions(BaseModel):
     cpu_fallback: CpuFallback = Field(
         CpuFallback.FAIL, description="`fail`: a node the HTP cannot take fails the build "
         "and is named; `report`: it runs on the CPU and the partition table lists it.")
-    device_serial: str | None = Field(None, description="adb serial of the phone.")
+    device_serial: str | None = Field(
+        None, description="Deprecated: name the phone in the profile's `runs_on: {kind: "
+        "adb, serial: …}`. adb serial of the phone.")
 
     @model_validator(mode="after")
     def _calibrated(self) -> QnnOptions:

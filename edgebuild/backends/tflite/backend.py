@@ -120,7 +120,8 @@ class TfliteBackend(Backend[TfliteOptions]):
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             from edgebuild.backends.tflite import device
 
-            return device.unavailable_reason(options.device_serial, options.benchmark_model)
+            return device.unavailable_reason(target.phone_serial(options.device_serial),
+                                             options.benchmark_model)
         return ""  # accuracy, and host latency: ai-edge-litert runs here
 
     def where(self, target: Target, purpose: str = "latency") -> str:
@@ -142,7 +143,7 @@ class TfliteBackend(Backend[TfliteOptions]):
         return read_record(LatencyRecord, device.benchmark(
             artifact.main, delegate=options.delegate.value, threads=settings.threads,
             warmup_runs=settings.warmup_iterations, num_runs=settings.min_iterations,
-            serial=options.device_serial, binary=options.benchmark_model,
+            serial=target.phone_serial(options.device_serial), binary=options.benchmark_model,
             fallback=options.delegate_fallback is DelegateFallback.BUILTIN,
             op_profile=settings.profile),
             "the phone's benchmark_model")

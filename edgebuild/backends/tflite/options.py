@@ -89,7 +89,8 @@ class TfliteOptions(BaseModel):
         LatencyOn.DEVICE, description="`device`: benchmark_model on the phone over adb (not "
         "measurable without one); `host`: this machine's interpreter, reported as host figures.")
     device_serial: str | None = Field(
-        None, description="adb serial of the phone; default: the only one attached.")
+        None, description="Deprecated: name the phone in the profile's `runs_on: {kind: adb, "
+        "serial: …}`. adb serial of the phone; default: the only one attached.")
     benchmark_model: str | None = Field(
         None, description="Host path of an Android benchmark_model binary to push; default: "
         "/data/local/tmp/benchmark_model on the device.")
