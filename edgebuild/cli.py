@@ -11,22 +11,23 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from edgebuild import __version__
+from edgebuild.cli_cache import cmd_cache
 from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean, printable
+from edgebuild.execute.logs import _OneLine
 from edgebuild.fleet import commands as fleet  # publish, promote, agent (argparse only)
 from edgebuild.run import profile as profiling  # `edgebuild profile` (argparse only)
 from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.one_line)
 
 if TYPE_CHECKING:
-    from edgebuild.cache.signing import Trust
-    from edgebuild.cache.store import Store
     from edgebuild.execute.cluster import ClusterSpec
     from edgebuild.report.model import SearchReport
+
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EPILOG = """exit codes: 0 all gates passed, 1 a gate failed, 2 invalid recipe or usage,
 3 a stage failed, 4 internal error. Docs: docs/cli.md"""
@@ -38,42 +39,52 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_run, _add_compare, _add_plan, _add_worker, _add_validate, _add_schema,
+                _add_listings, _add_cache, fleet.add_parsers, profiling.add_parser):
+        add(sub)
+    return parser
 
-    def with_targets(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--target", action="append", default=None, metavar="NAME",
-                       help="only this target and the stages it needs (repeatable; shell "
-                            "globs like 'host-*')")
 
-    def with_tls(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--tls-ca", type=Path, default=None, metavar="PEM",
-                       help="the CA that signs every member of the cluster (mutual TLS; "
-                            "default: Dask's distributed.comm.tls config)")
-        p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
-                       help="this machine's certificate, signed by --tls-ca")
-        p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
-                       help="its private key (if not in --tls-cert)")
-        p.add_argument("--insecure", action="store_true",
-                       help="allow plain tcp:// to another machine: anyone who reaches the "
-                            "scheduler can run code in every worker and in this process")
+def _with_targets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", action="append", default=None, metavar="NAME",
+                   help="only this target and the stages it needs (repeatable; shell "
+                        "globs like 'host-*')")
 
-    def with_cache(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--cache-dir", type=Path, default=None,
-                       help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
 
-    def with_trust(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--shared-cache-trust", action="append", default=None,
-                       metavar="KEYFILE|any",
-                       help="accept shared-cache entries signed by the public keys in this "
-                            "file (repeatable; your own key and "
-                            "~/.config/edgebuild/shared-cache-trusted.pub always count), or "
-                            "`any` for a store only you can write: unsigned entries too, "
-                            "never reference outputs (default: "
-                            "$EDGEBUILD_SHARED_CACHE_TRUST, os.pathsep-separated)")
-        p.add_argument("--shared-cache-key", type=Path, default=None, metavar="KEYFILE",
-                       help="the Ed25519 private key this machine signs its uploads with "
-                            "(default: $EDGEBUILD_SHARED_CACHE_KEY, else "
-                            "~/.config/edgebuild/shared-cache-key.pem, made on first use)")
+def _with_tls(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tls-ca", type=Path, default=None, metavar="PEM",
+                   help="the CA that signs every member of the cluster (mutual TLS; "
+                        "default: Dask's distributed.comm.tls config)")
+    p.add_argument("--tls-cert", type=Path, default=None, metavar="PEM",
+                   help="this machine's certificate, signed by --tls-ca")
+    p.add_argument("--tls-key", type=Path, default=None, metavar="PEM",
+                   help="its private key (if not in --tls-cert)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow plain tcp:// to another machine: anyone who reaches the "
+                        "scheduler can run code in every worker and in this process")
 
+
+def _with_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="artifact cache (default: $EDGEBUILD_CACHE_DIR or ~/.cache/edgebuild)")
+
+
+def _with_trust(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shared-cache-trust", action="append", default=None,
+                   metavar="KEYFILE|any",
+                   help="accept shared-cache entries signed by the public keys in this "
+                        "file (repeatable; your own key and "
+                        "~/.config/edgebuild/shared-cache-trusted.pub always count), or "
+                        "`any` for a store only you can write: unsigned entries too, "
+                        "never reference outputs (default: "
+                        "$EDGEBUILD_SHARED_CACHE_TRUST, os.pathsep-separated)")
+    p.add_argument("--shared-cache-key", type=Path, default=None, metavar="KEYFILE",
+                   help="the Ed25519 private key this machine signs its uploads with "
+                        "(default: $EDGEBUILD_SHARED_CACHE_KEY, else "
+                        "~/.config/edgebuild/shared-cache-key.pem, made on first use)")
+
+
+def _add_run(sub: Subparsers) -> None:
     p = sub.add_parser("run", help="build every target of a recipe and gate it")
     p.add_argument("recipe", type=Path)
     p.add_argument("--out", type=Path, default=None,
@@ -94,14 +105,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="run stages on Dask: local[:N] (a loopback cluster, TLS with a "
                         "one-run certificate) or tls://HOST:PORT (default: "
                         "$EDGEBUILD_CLUSTER, else this machine)")
-    with_tls(p)
+    _with_tls(p)
     p.add_argument("--shared-cache", default=None, metavar="URL",
                    help="a store other machines share, any fsspec URL (a folder, sftp://, "
                         "s3://…): a local miss is fetched from it, a build is uploaded to it "
                         "(default: $EDGEBUILD_SHARED_CACHE); entries are signed, and only "
                         "trusted writers' are used (docs/distributed.md)")
-    with_trust(p)
-    with_targets(p)
+    _with_trust(p)
+    _with_targets(p)
     p.add_argument("--resource-timeout", type=float, default=60.0, metavar="S",
                    help="with --cluster: how long a device stage waits for a worker "
                         "holding its resource (default 60)")
@@ -109,20 +120,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="a stage still running after S seconds is killed and fails; on a "
                         "cluster, a task with no reply by then (and 5 minutes more) fails "
                         "too (default 21600: 6 hours)")
-    with_cache(p)
+    _with_cache(p)
 
+
+def _add_compare(sub: Subparsers) -> None:
     p = sub.add_parser("compare", help="compare the latency samples of two reports")
     p.add_argument("base", type=Path, help="baseline report.json")
     p.add_argument("head", type=Path, help="candidate report.json")
     p.add_argument("--threshold", type=float, default=10.0,
                    help="largest allowed slowdown, percent (default 10)")
 
+
+def _add_plan(sub: Subparsers) -> None:
     p = sub.add_parser("plan", help="show the build graph and what would run")
     p.add_argument("recipe", type=Path)
     p.add_argument("--format", choices=("text", "json", "dot", "mermaid"), default="text")
-    with_targets(p)
-    with_cache(p)
+    _with_targets(p)
+    _with_cache(p)
 
+
+def _add_worker(sub: Subparsers) -> None:
     p = sub.add_parser("worker", help="join a Dask scheduler as a build worker, or as a "
                        "target's device (docs/distributed.md)")
     p.add_argument("scheduler", help="the scheduler's address, tls://HOST:PORT")
@@ -131,30 +148,35 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=None, help="the worker's name in the cluster")
     p.add_argument("--nthreads", type=int, default=1,
                    help="tasks at once, for a build worker (a device worker runs one)")
-    with_tls(p)
+    _with_tls(p)
 
+
+def _add_validate(sub: Subparsers) -> None:
     p = sub.add_parser("validate", help="check a recipe and its target profiles")
     p.add_argument("recipe", type=Path)
 
+
+def _add_schema(sub: Subparsers) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of recipes (or target profiles)")
     p.add_argument("--kind", choices=("recipe", "target"), default="recipe")
 
+
+def _add_listings(sub: Subparsers) -> None:
     sub.add_parser("targets", help="list the target profiles")
     sub.add_parser("passes", help="list the passes")
 
+
+def _add_cache(sub: Subparsers) -> None:
     p = sub.add_parser("cache", help="inspect or clean the artifact cache; make the key "
                        "that signs shared-cache uploads")
     p.add_argument("action", choices=("ls", "verify", "gc", "keygen"),
                    help="verify: every digest, and the signature and writer of each entry "
                         "that came from a shared store; keygen: create the signing key "
                         "(or show the existing one's public key)")
-    with_trust(p)
+    _with_trust(p)
     p.add_argument("--older-than-days", type=float, default=30.0,
                    help="gc: remove entries created longer ago than this")
-    with_cache(p)
-    fleet.add_parsers(sub)
-    profiling.add_parser(sub)
-    return parser
+    _with_cache(p)
 
 
 class RedactingFormatter(logging.Formatter):
@@ -340,91 +362,6 @@ def cmd_passes(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_cache(args: argparse.Namespace) -> int:
-    from edgebuild import api
-    from edgebuild.cache.store import Store
-
-    if args.action == "keygen":
-        return cache_keygen(args.shared_cache_key)
-    store = Store(args.cache_dir or api.default_cache_dir())
-    if store.root.exists() and not store.root.is_dir():
-        raise EdgebuildError(f"--cache-dir {store.root} is not a folder",
-                             "point --cache-dir (or $EDGEBUILD_CACHE_DIR) at the cache folder")
-    if args.action == "ls":
-        total = 0
-        for artifact in store.entries():
-            total += artifact.size_bytes
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(artifact.created))
-            print(f"{artifact.key[:16]}  {artifact.format:<10} {artifact.size_bytes / 1e6:8.2f} MB"
-                  f"  {when}  {artifact.metadata.get('stage', '?')}")
-        print(f"{store.root}: {total / 1e6:.1f} MB")
-        return ExitCode.OK
-    if args.action == "verify":
-        return cache_verify(store, args.shared_cache_trust or [], args.shared_cache_key)
-    from edgebuild.cache.memo import clean_memo
-
-    cutoff = time.time() - args.older_than_days * 86400
-    removed = store.clean_tmp() + clean_memo(store.root, cutoff)
-    for artifact in list(store.entries()):
-        if artifact.created < cutoff:
-            store.remove(artifact.key)
-            removed += 1
-    print(f"removed {removed} item(s) from {store.root}")
-    return ExitCode.OK
-
-
-def cache_keygen(path: Path | None) -> int:
-    """Create the signing key (idempotent: an existing key is kept) and print its public
-    half, the line other machines put in their trusted keys."""
-    from edgebuild.cache import signing
-
-    path = path or (Path(os.environ[signing.KEY_ENV]) if os.environ.get(signing.KEY_ENV)
-                    else signing.default_key_path())
-    if path.exists():
-        signer = signing.load_signer(path)
-        print(f"{path}: exists, kept")
-    else:
-        signer = signing.generate(path)
-        print(f"{path}: created (mode 0600)")
-    public = signing.public_path(path)
-    if not public.exists():
-        public.write_text(signer.public_line() + "\n")
-    print(f"public key ({public}), for the readers' --shared-cache-trust files:")
-    print(signer.public_line())
-    return ExitCode.OK
-
-
-def cache_verify(store: Store, trust_specs: list[str], key: Path | None) -> int:
-    """Every entry's digests; for an entry fetched from a shared store, also its
-    signature and whether its writer is trusted now. A failing entry is removed."""
-    from edgebuild.cache.verify import verify_entry
-
-    bad = count = 0
-    trust = None
-    for key_ in list(store.entry_keys()):
-        count += 1
-        manifest = store.manifest(key_)
-        if manifest is not None and "origin" in manifest and trust is None:
-            trust = _reader_trust(trust_specs, key)
-        problem = verify_entry(store, key_, manifest, trust)
-        if problem:
-            bad += 1
-            print(f"corrupt {key_}: {problem} (removed)")
-            store.remove(key_)
-    print(f"{count} entries checked, {bad} corrupt or untrusted")
-    return ExitCode.STAGE_FAILED if bad else ExitCode.OK
-
-
-def _reader_trust(specs: list[str], key: Path | None) -> Trust:
-    from edgebuild.cache import signing
-
-    key = key or (Path(os.environ[signing.KEY_ENV]) if os.environ.get(signing.KEY_ENV)
-                  else None)
-    own = key or signing.default_key_path()
-    raw = signing.load_signer(own).raw_public if own.exists() else None
-    return signing.Trust.configure(specs, raw)
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -464,22 +401,13 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": 
             **profiling.COMMANDS}
 
 
-class _DaskOneLine(logging.Filter):
-    """Dask's records on the terminal as one line: a worker death logs tracebacks
-    (the scheduler's failed scatter to a killed worker), which are not ours to show."""
+class _DaskOneLine(_OneLine):
+    """Dask's records on the terminal as one line (execute/logs.py): a worker death logs
+    tracebacks (the scheduler's failed scatter to a killed worker), which are not ours to
+    show. The root handler sees every logger's records; only Dask's are collapsed."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from edgebuild.execute.logs import recovered
-
-        if recovered(record):  # a worker death the executor's retry makes good
-            return False
-        if record.name.startswith("distributed") and (
-                record.exc_info or record.stack_info or "\n" in str(record.msg)):
-            lines = record.getMessage().strip().splitlines()
-            extra = f": {record.exc_info[1]!r:.200}" if record.exc_info else ""
-            record.msg, record.args = (lines[0] if lines else "") + extra, ()
-            record.exc_info = record.exc_text = record.stack_info = None
-        return True
+        return not record.name.startswith("distributed") or super().filter(record)
 
 
 def main(argv: list[str] | None = None) -> int:
