@@ -148,7 +148,7 @@ FASHION_RECIPE = "recipes/fashion-mnist.yaml"
 class SessionBuild:
     """One cold build of a committed recipe (minutes on 2 cores), shared by the session:
     `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
-    tests/integration/fleet publishes it) and `fashion_build` (the e2e check re-runs it
+    tests/integration/fleet publishes it) and `fashion_mnist_build` (the e2e check re-runs it
     cached, tests/e2e/test_ci_workflows.py starts its CI service's cache from it)."""
 
     out: Path
@@ -182,7 +182,7 @@ def quickstart_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
 
 
 @pytest.fixture(scope="session")
-def fashion_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
+def fashion_mnist_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
     """recipes/fashion-mnist.yaml as committed (its real finetune, 10,000 test images)
     built once (cold_build)."""
     return cold_build(tmp_path_factory, FASHION_RECIPE, "fashion")
@@ -272,7 +272,7 @@ SPREAD_MODULES = ("tests/e2e/test_recipes.py", "tests/e2e/test_search.py")
 SESSION_BUILD_USERS = {
     "quickstart_build": ("tests/e2e/test_recipes.py::test_quickstart_recipe",
                          "tests/integration/fleet/test_quickstart_fleet.py"),
-    "fashion_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
+    "fashion_mnist_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
                       "tests/e2e/test_ci_workflows.py"),
 }
 
@@ -293,10 +293,18 @@ def xdist_group(nodeid: str) -> str:
 SESSION_BUILD_TIMEOUT_S = 1800
 
 
+def _uses_session_build(item: pytest.Item, fixture: str) -> bool:
+    """Whether `item` reads this conftest's session build `fixture` (a module's own
+    fixture of the same name shadows it and is not one)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(fixture, ()) if info is not None else ()
+    return bool(defs) and getattr(defs[-1].func, "__module__", None) == __name__
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for fixture in SESSION_BUILD_USERS:
-            if fixture not in getattr(item, "fixturenames", ()):
+            if not _uses_session_build(item, fixture):
                 continue
             if xdist_group(item.nodeid) != fixture:
                 raise pytest.UsageError(f"{item.nodeid} uses {fixture}: add it to "

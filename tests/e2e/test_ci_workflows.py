@@ -86,12 +86,14 @@ class Job:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory, fashion_build: SessionBuild) -> CiService:
+def service(tmp_path_factory: pytest.TempPathFactory,
+            fashion_mnist_build: SessionBuild) -> CiService:
     """One stand-in service for both files. Its cache starts as the session's build of
-    the same recipe (tests/conftest.py: fashion_build), as a CI cache restored from an
-    earlier pipeline would: the real finetune runs once in the suite, not again here."""
+    the same recipe (tests/conftest.py: fashion_mnist_build), as a CI cache restored from
+    an earlier pipeline would: the real finetune runs once in the suite, not again here."""
     ci = CiService(tmp_path_factory.mktemp("ci-service"))
-    shutil.copytree(fashion_build.cache, ci.cache, ignore=shutil.ignore_patterns("locks", "tmp"))
+    shutil.copytree(fashion_mnist_build.cache, ci.cache,
+                    ignore=shutil.ignore_patterns("locks", "tmp"))
     return ci
 
 

@@ -55,9 +55,9 @@ def gate(report: dict, name: str) -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
                     reason="needs the Debian package dataset-fashion-mnist (scripts/setup.sh)")
-def test_fashion_mnist_recipe(fashion_build: SessionBuild) -> None:
+def test_fashion_mnist_recipe(fashion_mnist_build: SessionBuild) -> None:
     # The cold build is the session's (tests/conftest.py), shared with the CI files' test.
-    build = fashion_build
+    build = fashion_mnist_build
     report = cached_again(FASHION_RECIPE, build.out, build.busy, "--cache-dir", str(build.cache))
     accuracy = gate(report, "accuracy")
     assert accuracy["measured"]["samples"] == 10000
