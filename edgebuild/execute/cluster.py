@@ -207,6 +207,9 @@ class DaskExecutor:
             remove_stale()  # the folders of local workers killed during the run
 
 
+CLOSE_TIMEOUT_S = 60.0
+
+
 def close_local_cluster(cluster: Any) -> None:
     """Close a LocalCluster whose workers may have died during the run.
 
@@ -216,13 +219,21 @@ def close_local_cluster(cluster: Any) -> None:
     (dask/distributed#5407, still in 2026.8). By then the scheduler and every worker are
     closed (SpecCluster._close awaits them before the watcher), so the run has lost
     nothing and must not end on a traceback.
+
+    A close that does not end within CLOSE_TIMEOUT_S (a nanny that never answers) is
+    given up with a warning rather than waited for without end: the run's results are
+    written by then.
     """
     try:
-        cluster.close()
+        cluster.close(timeout=CLOSE_TIMEOUT_S)
     except KeyError as exc:
         logging.getLogger(__name__).debug(
             "LocalCluster.close: worker %s was removed before the cluster saw it "
             "(dask/distributed#5407)", exc)
+    except TimeoutError:
+        logging.getLogger(__name__).warning(
+            "the local Dask cluster did not close within %g s: not waiting for it "
+            "any longer", CLOSE_TIMEOUT_S)
 
 
 def serve_worker(address: str, profile: Any | None, name: str | None = None,

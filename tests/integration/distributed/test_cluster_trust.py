@@ -44,7 +44,7 @@ def test_a_local_cluster_refuses_other_clients_and_serves_no_http() -> None:
             with pytest.raises(Exception):  # noqa: B017 - Dask raises several kinds
                 Client(where, security=security, timeout=10)
         client = executor._client
-        assert client.submit(operator.add, 1, 2).result() == 3  # its owner still can
+        assert client.submit(operator.add, 1, 2).result(timeout=60) == 3  # its owner can
         workers = client.scheduler_info(n_workers=-1)["workers"]
         comm = {_port(address)} | {_port(w) for w in workers}
         comm |= {_port(n.address) for n in executor._cluster.workers.values()}  # nannies
