@@ -37,25 +37,23 @@ def session_options(options: OrtOptions, threads: int | None) -> Any:
     return yield_when_idle(so)
 
 
-class OrtRunner(Runner):
-    def __init__(self, model: Path, options: OrtOptions, threads: int | None) -> None:
+class SessionRunner(Runner):
+    """An ONNX Runtime `InferenceSession` behind the `Runner` template: what a session
+    reads and runs. Subclasses open it (`_activate`): with a target's session options
+    here, on QNN's HTP in backends/qnn/runner.py."""
+
+    def __init__(self, model: Path, options: Any, threads: int | None) -> None:
         super().__init__()
         self.model = model
         self.options = options
         self.threads = threads
         self._session: Any = None
 
-    def _activate(self) -> None:
-        from edgebuild.customops.ort import session
-
-        # The artifact is already optimized; do not spend time re-optimizing.
-        so = session_options(self.options, self.threads)
-        self._session = session(self.model, so, self.options.execution_providers)
-
     def _input_metadata(self) -> TensorMeta:
         dtypes = {"tensor(float)": "float32", "tensor(float16)": "float16",
                   "tensor(int64)": "int64", "tensor(int32)": "int32",
-                  "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
+                  "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+                  "tensor(uint16)": "uint16", "tensor(bool)": "bool"}
         return {
             i.name: (tuple(d if isinstance(d, int) else str(d) for d in i.shape),
                      dtypes.get(i.type, i.type))
@@ -68,3 +66,14 @@ class OrtRunner(Runner):
 
     def _deactivate(self) -> None:
         self._session = None
+
+
+class OrtRunner(SessionRunner):
+    options: OrtOptions
+
+    def _activate(self) -> None:
+        from edgebuild.customops.ort import session
+
+        # The artifact is already optimized; do not spend time re-optimizing.
+        so = session_options(self.options, self.threads)
+        self._session = session(self.model, so, self.options.execution_providers)
