@@ -19,7 +19,6 @@ import contextlib
 import datetime as dt
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -28,41 +27,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from pydantic import BaseModel, ConfigDict
-
 from edgebuild.cache.signing import Trust
 from edgebuild.core.manifest import (
     MANIFEST_NAME,
-    MEDIA_TYPE,
-    ArtifactManifest,
     read_manifest,
-    verified_files,
 )
-from edgebuild.core.paths import confined
 from edgebuild.errors import EdgebuildError, ExitCode, printable
 from edgebuild.fleet import health
-from edgebuild.fleet.layout import BlobError, Store, copy_verified
+from edgebuild.fleet.agent_options import AgentOptions, Outcome, Refused
+from edgebuild.fleet.download import replace_dir, stage
+from edgebuild.fleet.layout import Store
 from edgebuild.fleet.records import (
-    FILE_LAYER,
-    INDEX,
     MANIFEST,
-    MODEL_ARTIFACT,
-    REPORT_LAYER,
     STATEMENT_ARTIFACT,
     STATEMENT_LAYER,
-    TARGET,
-    TITLE,
-    Descriptor,
-    ImageManifest,
 )
-from edgebuild.fleet.remote import FETCH_DEADLINE_S, open_store
+from edgebuild.fleet.remote import open_store
 from edgebuild.fleet.state import (
-    RELEASE_NAME,
     AgentState,
     Release,
     load_state,
     save_state,
-    write_atomic,
 )
 from edgebuild.fleet.statement import SignedStatement, parse, refusal, trust_from
 
@@ -71,35 +56,6 @@ if TYPE_CHECKING:
 
 CURRENT: Final = "current"
 HEALTH_TIMEOUT_S = 600.0
-
-
-class AgentOptions(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    source: str
-    channel: str
-    target: str
-    root: Path
-    trust: list[Path]
-    health_cmd: str | None = None
-    model_check: bool = True
-    keep: int = 3
-    interval: float | None = None
-    device_facts: Path | None = None  # TensorRT variants: the device's facts from a file
-    adb: str | None = None  # push to an Android phone: its serial ("" = the only one)
-    device_dir: str | None = None  # the phone's folder (default /data/local/tmp/edgebuild/C)
-    fetch_deadline: float = FETCH_DEADLINE_S  # each read from a registry ends within it
-
-
-class Refused(EdgebuildError):
-    """A statement or blob failed verification: nothing is activated."""
-
-    exit_code = ExitCode.STAGE_FAILED
-
-
-class Outcome(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    code: int
-    message: str
 
 
 def run_agent(options: AgentOptions) -> int:
@@ -191,7 +147,7 @@ def _check(options: AgentOptions, state: AgentState,
         return state.with_event("renewed", reason, active.version, statement.sequence,
                                 sequence=statement.sequence), Outcome(
             code=ExitCode.OK, message=reason)
-    release = _stage(layout, signed, options, state)
+    release = stage(layout, signed, options, state)
     return _activate(options, state, release)
 
 
@@ -218,132 +174,6 @@ def _verified_statement(layout: Store, channel: str, trust: Trust,
     if record.subject is not None and record.subject.digest != signed.statement.index:
         raise Refused("the statement's subject is another release than the one it signs")
     return signed
-
-
-def _stage(layout: Store, signed: SignedStatement, options: AgentOptions,
-           state: AgentState) -> Release:
-    """Download the target's variant into releases/<manifest hex>/, verified."""
-    statement = signed.statement
-    try:
-        release = layout.image_index(Descriptor(media_type=INDEX, digest=statement.index,
-                                                size=statement.index_size))
-        variants = [d for d in release.manifests if d.annotation(TARGET) == options.target]
-        if len(variants) != 1:
-            known = sorted({d.annotation(TARGET) or "?" for d in release.manifests})
-            raise Refused(f"release {statement.version} has {len(variants)} variants for "
-                          f"target {options.target!r}", f"its targets: {', '.join(known)}")
-        variant = variants[0]
-        if variant.media_type != MANIFEST:
-            raise Refused(f"the variant of {options.target} is a {variant.media_type}")
-        manifest = layout.manifest(variant)
-        if manifest.artifact_type != MODEL_ARTIFACT:
-            raise Refused(f"the variant of {options.target} is a {manifest.artifact_type}, "
-                          "not an edgebuild model")
-        return _download(layout, manifest, variant, signed, options)
-    except Refused:
-        raise
-    except EdgebuildError as exc:  # BlobError, a confined name, a malformed record
-        raise Refused(exc.message, exc.hint) from None
-
-
-def _download(layout: Store, manifest: ImageManifest, variant: Descriptor,
-              signed: SignedStatement, options: AgentOptions) -> Release:
-    root = options.root
-    final = root / "releases" / variant.hex
-    staging = root / "releases" / f".staging-{uuid.uuid4().hex[:12]}"
-    reuse = _local_files(root)
-    downloaded = reused = 0
-    try:
-        for layer in manifest.layers:
-            title = layer.annotation(TITLE)
-            if title is None:
-                raise Refused(f"a layer ({layer.digest}) has no title")
-            if layer.media_type == FILE_LAYER:
-                target = confined(staging / "files", title, "a layer title")
-            elif layer.media_type in (MEDIA_TYPE, REPORT_LAYER):
-                target = staging / (MANIFEST_NAME if layer.media_type == MEDIA_TYPE
-                                    else "report.json")
-            else:
-                continue  # a layer this agent does not use
-            local = reuse.get(layer.hex)
-            if local is not None:
-                with local.open("rb") as source:
-                    reused += copy_verified(source, target, layer, f"{local}")
-            else:
-                partial = root / "downloads" / f"{layer.hex}.part"  # kept: resumed
-                downloaded += layout.copy_blob(layer, target, partial)
-        built = read_manifest(staging / MANIFEST_NAME)
-        verified_files(staging / "files", built)  # the artifact's own record agrees
-        titles = {layer.annotation(TITLE) for layer in manifest.layers
-                  if layer.media_type == FILE_LAYER}
-        if titles != {f.name for f in built.files}:
-            raise Refused("the variant's file layers are not the files its manifest lists")
-        if built.target != options.target:
-            raise Refused(f"the variant's manifest is for target {built.target!r}")
-        engine = _engine(staging, final, built, options)
-        statement = signed.statement
-        release = Release(version=statement.version, channel=statement.channel,
-                          sequence=statement.sequence, index=statement.index,
-                          manifest=variant.digest, folder=variant.hex, target=built.target,
-                          backend=built.backend, main=built.main,
-                          downloaded_bytes=downloaded, reused_bytes=reused, engine=engine)
-        write_atomic(staging / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
-        if final.exists():  # kept from before (a rollback): the same content, by digest
-            try:
-                verified_files(final / "files", read_manifest(final / MANIFEST_NAME))
-                write_atomic(final / RELEASE_NAME, release.model_dump_json(indent=2) + "\n")
-                return release
-            except EdgebuildError:
-                _replace_dir(final)
-        staging.rename(final)
-        return release
-    except (BlobError, OSError) as exc:
-        message = exc.message if isinstance(exc, BlobError) else str(exc)
-        raise Refused(message) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _engine(staging: Path, final: Path, built: ArtifactManifest,
-            options: AgentOptions) -> str:
-    """The Jetson rule (jetson.py): a TensorRT variant's shipped engine is used only if
-    it was built for this device's TensorRT and GPU, else the engine is built here from
-    the TensorRT-ready ONNX; what happened, for release.json ("" for other backends)."""
-    if built.backend != "tensorrt":
-        return ""
-    from edgebuild.fleet import jetson
-
-    try:
-        facts = jetson.device_facts(options.device_facts)
-    except EdgebuildError as exc:
-        raise Refused(exc.message, exc.hint) from None
-    decision = jetson.decide(built, staging / "files", facts)
-    if decision.action == "refuse":
-        raise Refused(decision.reason)
-    if decision.action == "build":
-        if jetson.built_here(final, facts):  # a kept release (a rollback): built before
-            return f"{decision.reason}; the engine this device built before is kept"
-        try:
-            return f"{decision.reason}; {jetson.build_engine(staging, built, facts)}"
-        except EdgebuildError as exc:
-            raise Refused(f"{decision.reason}, but {exc.message}", exc.hint) from None
-    return decision.reason
-
-
-def _local_files(root: Path) -> dict[str, Path]:
-    """sha256 hex -> a file of a kept release (a device re-downloads only what changed;
-    each is verified again while it is copied)."""
-    found: dict[str, Path] = {}
-    for folder in sorted((root / "releases").iterdir()):
-        if folder.name.startswith(".") or not (folder / MANIFEST_NAME).is_file():
-            continue
-        try:
-            manifest = read_manifest(folder / MANIFEST_NAME)
-            for entry in manifest.files:
-                found.setdefault(entry.sha256, confined(folder / "files", entry.name))
-        except EdgebuildError:
-            continue
-    return found
 
 
 def _activate(options: AgentOptions, state: AgentState,
@@ -474,22 +304,11 @@ def _prune(root: Path, state: AgentState, keep: int,
         if drop is None:
             break
         kept.remove(drop)
-        _replace_dir(root / "releases" / drop)
+        replace_dir(root / "releases" / drop)
         if phone is not None:
             with contextlib.suppress(EdgebuildError):  # a leftover folder, not a failure
                 phone.remove(drop)
     return state.model_copy(update={"kept": kept})
-
-
-def _replace_dir(folder: Path) -> None:
-    """Remove a release folder: renamed aside first, so no half-deleted release keeps
-    its name. One that is already gone (removed by hand) is not an error."""
-    aside = folder.with_name(f".old-{uuid.uuid4().hex[:8]}")
-    try:
-        folder.rename(aside)
-    except FileNotFoundError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager

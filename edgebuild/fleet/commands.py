@@ -122,7 +122,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from edgebuild.fleet.agent import AgentOptions, run_agent
+    from edgebuild.fleet.agent import run_agent
+    from edgebuild.fleet.agent_options import AgentOptions
 
     options = AgentOptions(source=args.source, channel=args.channel, target=args.target,
                            root=args.root, trust=args.trust, health_cmd=args.health_cmd,

@@ -29,7 +29,8 @@ from edgebuild.cache import signing
 from edgebuild.core.manifest import MANIFEST_NAME
 from edgebuild.errors import EdgebuildError, ExitCode
 from edgebuild.fleet import agent as agent_module
-from edgebuild.fleet.agent import AgentOptions, check_once, run_agent
+from edgebuild.fleet.agent import check_once, run_agent
+from edgebuild.fleet.agent_options import AgentOptions
 from edgebuild.fleet.layout import Layout
 from edgebuild.fleet.promote import promote
 from edgebuild.fleet.publish import publish
