@@ -149,6 +149,26 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
         return _op(graph, "Slice", [x, const("start", [start]), const("end", [end]),
                                     const("axis", [axis])])
 
+    boxes, scores = _boxes_and_scores(graph, spec, model_input, const, cut)
+    best, classes, keep = _nms(graph, spec, boxes, scores, const, opset)
+    d = spec.max_detections
+
+    def padded(values: Any, fill: float, shape: list[int], name: str) -> Any:
+        kept = _op(graph, "Gather", [values, keep], {"axis": 0})
+        block = const("padding", np.full(shape, fill), np.float32)
+        rows = cut(_op(graph, "Concat", [kept, block], {"axis": 0}), 0, d, 0)
+        out = gs.Variable(name, dtype=np.float32, shape=[1, *shape])
+        return _op(graph, "Reshape", [rows, const("shape", [1, *shape])], outputs=[out])
+
+    graph.outputs = [padded(boxes, 0.0, [d, 4], names[0]), padded(best, 0.0, [d], names[1]),
+                     padded(classes, -1.0, [d], names[2])]
+
+
+def _boxes_and_scores(graph: Any, spec: DetectionPost, model_input: Any, const: Any,
+                      cut: Any) -> tuple[Any, Any]:
+    """The head's outputs as boxes [N, 4] (pixel corners) and class scores [.., N, C]."""
+    import numpy as np
+
     heads = [graph.outputs[i] for i in spec.model_outputs]
     if spec.head is Head.GFL:
         boxes, scores = _gfl(graph, spec, model_input, const, cut)
@@ -175,6 +195,14 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
         half = _op(graph, "Mul", [extent, const("half", 0.5, np.float32)])
         boxes = _op(graph, "Concat", [_op(graph, "Sub", [centre, half]),
                                       _op(graph, "Add", [centre, half])], {"axis": 1})
+    return boxes, scores
+
+
+def _nms(graph: Any, spec: DetectionPost, boxes: Any, scores: Any, const: Any,
+         opset: int) -> tuple[Any, Any, Any]:
+    """Best score and class per box, and the indices NMS keeps [K]."""
+    import numpy as np
+
     # Best class per box: ReduceMax + ArgMax, as torch exports `max(dim)` (onnx2tf
     # cannot convert a TopK whose k is ONNX's 1-element tensor). ReduceMax takes its
     # axes as an input from opset 18, as an attribute before.
@@ -193,24 +221,15 @@ def _append(graph: Any, spec: DetectionPost, names: list[str], model_input: Any,
     offset = _op(graph, "Reshape", [_op(graph, "Mul", [classes, step]),
                                     const("shape", [-1, 1])])
     shifted = _op(graph, "Add", [boxes, offset])
-    d = spec.max_detections
     selected = _op(graph, "NonMaxSuppression", [
         _op(graph, "Reshape", [shifted, const("shape", [1, -1, 4])]),
         _op(graph, "Reshape", [best, const("shape", [1, 1, -1])]),
-        const("max_detections", [d]), const("iou_threshold", [spec.iou_threshold], np.float32),
+        const("max_detections", [spec.max_detections]),
+        const("iou_threshold", [spec.iou_threshold], np.float32),
         const("score_threshold", [spec.score_threshold], np.float32)],
         {"center_point_box": 0})
     keep = _op(graph, "Gather", [selected, const("box_column", 2)], {"axis": 1})  # [K]
-
-    def padded(values: Any, fill: float, shape: list[int], name: str) -> Any:
-        kept = _op(graph, "Gather", [values, keep], {"axis": 0})
-        block = const("padding", np.full(shape, fill), np.float32)
-        rows = cut(_op(graph, "Concat", [kept, block], {"axis": 0}), 0, d, 0)
-        out = gs.Variable(name, dtype=np.float32, shape=[1, *shape])
-        return _op(graph, "Reshape", [rows, const("shape", [1, *shape])], outputs=[out])
-
-    graph.outputs = [padded(boxes, 0.0, [d, 4], names[0]), padded(best, 0.0, [d], names[1]),
-                     padded(classes, -1.0, [d], names[2])]
+    return best, classes, keep
 
 
 def _static(shape: Any) -> list[int] | None:
