@@ -12,7 +12,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from edgebuild.backends.tensorrt.backend import read_layers
 from edgebuild.backends.tensorrt.layer_profile import (
     LayerProfileError,
     group_of,
@@ -21,6 +20,7 @@ from edgebuild.backends.tensorrt.layer_profile import (
     read,
 )
 from edgebuild.backends.tensorrt.layer_profile import op_profile as trt_profile
+from edgebuild.backends.tensorrt.trtexec import read_layers
 from edgebuild.backends.tflite.op_profiling import ProfileLogError, by_type, regular_runs
 from edgebuild.backends.tflite.op_profiling import op_profile as tflite_profile
 from edgebuild.measure.record import LatencyRecord, read_record

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from edgebuild.backends.qnn.profile import QnnProfileError, read_csv
-from edgebuild.backends.tensorrt.backend import read_layers
 from edgebuild.backends.tensorrt.layer_profile import LayerProfileError, read
 from edgebuild.backends.tensorrt.layer_profile import op_profile as trt_profile
+from edgebuild.backends.tensorrt.trtexec import read_layers
 from edgebuild.backends.tflite.op_profiling import SECTION, ProfileLogError
 from edgebuild.backends.tflite.op_profiling import op_profile as tflite_profile
 from edgebuild.measure.record import OpProfile, OpRow

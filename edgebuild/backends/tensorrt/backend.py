@@ -17,16 +17,16 @@ buildable here" that the recipe's policy judges, like an unmeasurable latency.
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.backends.base import Backend, Runner
 from edgebuild.backends.declaration import Placement, Where
+from edgebuild.backends.tensorrt.checks import check_qdq
 from edgebuild.backends.tensorrt.options import (
+    MODEL,
     ShapeProfile,
     TensorRtOptions,
     TrtPrecision,
@@ -35,6 +35,7 @@ from edgebuild.backends.tensorrt.options import (
     shell_line,
     trtexec_command,
 )
+from edgebuild.backends.tensorrt.trtexec import trtexec_latency, trtexec_profile
 from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.shapes import io_profiles
 from edgebuild.core.target import Target
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from edgebuild.measure.record import LatencyRecord, OpProfile
     from edgebuild.recipe.common import MeasureSettings
 
-MODEL = "model.onnx"
 NOTES = "tensorrt.md"
 TRTEXEC = "trtexec.sh"
 ENGINE_FORMAT = "tensorrt-engine"
@@ -229,108 +229,6 @@ class TensorRtBackend(Backend[TensorRtOptions]):
         return trtexec_profile(artifact.path, runs)
 
 
-def trtexec_profile(folder: Path, runs: int) -> OpProfile:
-    """`trtexec --loadEngine --dumpProfile --exportProfile` over `runs` iterations, read
-    by layer_profile.py with the ONNX nodes of the model.onnx beside the engine."""
-    with tempfile.TemporaryDirectory(prefix="edgebuild-trtexec-") as work:
-        layers = Path(work) / "layers.json"
-        command = ["trtexec", f"--loadEngine={folder / 'model.engine'}", "--warmUp=200",
-                   f"--iterations={runs}", "--duration=0", "--dumpProfile",
-                   f"--exportProfile={layers}"]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise StageError(f"trtexec failed (exit {done.returncode}): "
-                             f"{done.stdout[-500:]}{done.stderr[-500:]}")
-        return read_layers(layers, folder)
-
-
-def read_layers(layers: Path, folder: Path) -> OpProfile:
-    """trtexec's --exportProfile file as an OpProfile; one saying why not when it cannot
-    be read (the latency beside it stands)."""
-    from edgebuild.backends.tensorrt.layer_profile import (
-        SOURCE,
-        LayerProfileError,
-        onnx_node_types,
-        op_profile,
-    )
-    from edgebuild.measure.record import OpProfile
-
-    # The TensorRT-ready ONNX: beside the engine, or a release's files/ (fleet/jetson.py).
-    onnx = next((p for p in (folder / MODEL, folder.parent / "files" / MODEL) if p.is_file()),
-                None)
-    try:
-        return op_profile(layers.read_text(errors="replace"),
-                          onnx_node_types(onnx) if onnx is not None else None)
-    except (OSError, LayerProfileError) as exc:
-        return OpProfile(source=SOURCE, unmeasurable=f"not measured: trtexec's layer profile "
-                         f"{layers.name} could not be read ({exc})")
-
-
-def trtexec_latency(folder: Path, options: TensorRtOptions,
-                    settings: MeasureSettings) -> LatencyRecord:
-    """trtexec's own timing of the engine, and its per-layer profile with `layer_timing`.
-    Its files go to a scratch folder: the engine's artifact folder is the cache's."""
-    import numpy as np
-
-    from edgebuild.measure.record import LatencyRecord, read_record
-    from edgebuild.measure.stats import summarize
-
-    if shutil.which("trtexec") is None:
-        raise BackendUnavailable("trtexec is not on PATH on the device",
-                                 "JetPack has it in /usr/src/tensorrt/bin; add that to PATH")
-    with tempfile.TemporaryDirectory(prefix="edgebuild-trtexec-") as work:
-        scratch = Path(work)
-        command = ["trtexec", f"--loadEngine={folder / 'model.engine'}",
-                   "--warmUp=500",  # milliseconds (trtexec warms up by time, not runs)
-                   f"--iterations={settings.min_iterations}",
-                   f"--duration={max(settings.min_seconds, 0)}",
-                   f"--exportTimes={scratch / 'times.json'}"]
-        layer_timing = options.layer_timing or settings.profile
-        if layer_timing:  # a profiling run of its own: the timed runs stay unperturbed
-            command += ["--dumpProfile", "--separateProfileRun",
-                        f"--exportProfile={scratch / 'layers.json'}"]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise StageError(f"trtexec failed (exit {done.returncode}): "
-                             f"{done.stdout[-500:]}{done.stderr[-500:]}")
-        times = json.loads((scratch / "times.json").read_text())
-        try:
-            latencies = np.array([t["latencyMs"] for t in times], dtype=np.float64)
-        except (TypeError, KeyError, ValueError) as exc:
-            raise StageError(f"trtexec's --exportTimes file is not a list of "
-                             f"{{latencyMs: …}} ({type(exc).__name__}: {exc})",
-                             "a trtexec this edgebuild does not know; its log says more"
-                             ) from None
-        summary = {**summarize(latencies), "tool": shell_line(command)}
-        if layer_timing:
-            summary["profile"] = read_layers(scratch / "layers.json", folder).to_json()
-    return read_record(LatencyRecord, summary, "trtexec's timing")
-
-
-def check_qdq(model: Any) -> dict[str, Any]:
-    """The Q/DQ facts TensorRT insists on: there are some, and every quantization is
-    symmetric int8 (zero point 0). Raises StageError naming the first that is not."""
-    from onnx import TensorProto, numpy_helper
-
-    inits = {i.name: i for i in model.graph.initializer}
-    quantize = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
-    if not quantize:
-        raise StageError("precision int8 needs explicit Q/DQ nodes and the model has none",
-                         "add `- quantize: {preset: tensorrt, calibration: <dataset>}` to the "
-                         "target's passes (TensorRT 10+ has no implicit INT8 calibration)")
-    for node in quantize:
-        zero = inits.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        if zero is None or zero.data_type != TensorProto.INT8 or \
-                numpy_helper.to_array(zero).any():
-            kind = "uint8" if zero is None or zero.data_type == TensorProto.UINT8 else \
-                "a non-zero zero point"
-            raise StageError(f"TensorRT takes symmetric int8 Q/DQ only; QuantizeLinear "
-                             f"'{node.name}' is {kind}",
-                             "quantize with `preset: tensorrt` (symmetric int8 activations)")
-    dequantize = sum(1 for n in model.graph.node if n.op_type == "DequantizeLinear")
-    return {"quantize_nodes": len(quantize), "dequantize_nodes": dequantize}
-
-
 def _sanitized(source: Path, work: Path) -> Path:
     """Polygraphy's `surgeon sanitize --fold-constants`, in process."""
     try:
@@ -356,5 +254,4 @@ def _fp16(source: Path, destination: Path, options: TensorRtOptions,
                    ctx.io.inputs)
 
 
-__all__ = ["ENGINE_FORMAT", "TensorRtBackend", "check_qdq", "read_layers", "trtexec_latency",
-           "trtexec_profile"]
+__all__ = ["ENGINE_FORMAT", "TensorRtBackend"]

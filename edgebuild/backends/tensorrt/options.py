@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from edgebuild.backends.tensorrt.fp16 import SENSITIVE_OPS
 from edgebuild.core.datasets import DatasetRef
 
+MODEL = "model.onnx"  # the TensorRT-ready ONNX: compile writes it; an engine is built from it
 
 class TrtPrecision(StrEnum):
     FP32 = "fp32"

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgebuild.backends.tensorrt.backend import check_qdq
+from edgebuild.backends.tensorrt.checks import check_qdq
 from edgebuild.backends.tensorrt.options import (
     ShapeProfile,
     TensorRtOptions,
