@@ -112,10 +112,13 @@ class ExecutorchBackend(Backend[ExecutorchOptions]):
 
 
 def _kept_float(options: ExecutorchOptions) -> dict[str, Any] | None:
-    """What the shared INT8 rules (quant/safety.py) mean for this build: not applied yet."""
+    """What stayed float in this build, and what of the shared INT8 rules (quant/safety.py)
+    it does not do."""
     if options.precision is not Precision.INT8:
         return None
-    return {"nodes": [], "applies": False, "notes": [
-        "PT2E with XNNPACKQuantizer quantizes every op it annotates: the INT8 rules' float "
-        "nodes (mixed-range Concat/Add, output tail, signal front end) are not kept float "
-        "(XNNPACKQuantizer 1.5 refuses a None config per module)"]}
+    kept = ([f"kept fp32 in XNNPACK (keep_float): {', '.join(options.keep_float)}"]
+            if options.keep_float else [])
+    return {"nodes": list(options.keep_float), "applies": False, "notes": [*kept,
+        "PT2E with XNNPACKQuantizer quantizes every op it annotates but those: the INT8 "
+        "rules' automatic float nodes (mixed-range Concat/Add, output tail, signal front "
+        "end) and bias correction are not applied to this path yet"]}

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.executorch.options import Delegate, Precision
-from edgebuild.errors import BackendUnavailable, StageError
+from edgebuild.errors import BackendUnavailable, PlanError, StageError, did_you_mean
 
 if TYPE_CHECKING:
     from edgebuild.backends.executorch.options import ExecutorchOptions
@@ -96,6 +96,8 @@ def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
 
     quantizer = XNNPACKQuantizer().set_global(
         get_symmetric_quantization_config(is_per_channel=options.per_channel))
+    if options.keep_float:
+        quantizer.set_filter_function(_not_in(float_modules(model, options.keep_float)))
     captured = export(model, inputs, "torch.export (for PT2E quantization)").module()
     try:
         prepared = prepare_pt2e(captured, quantizer)
@@ -109,6 +111,32 @@ def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
                          f"{_first_line(str(exc))})",
                          "XNNPACKQuantizer annotates conv, linear, add, mul, pooling and "
                          "activations; try `precision: fp32`, or report the op named") from None
+
+
+def float_modules(model: Any, names: list[str]) -> list[str]:
+    """The PyTorch module names `names` mean (module names, or the ONNX node / output
+    names torch.onnx gives their ops); a PlanError (exit 2) naming an unknown one."""
+    from edgebuild.backends.coreml.proxy import module_name
+
+    modules = {name for name, _ in model.named_modules() if name}
+    found = []
+    for name in names:
+        module = module_name(name)
+        if module not in modules:
+            raise PlanError(f"keep_float: '{name}' is not a module of this model",
+                            did_you_mean(module, sorted(modules)) or "name a module as "
+                            "PyTorch names it, or its ONNX node (/path/to/module/Conv)")
+        found.append(module)
+    return found
+
+
+def _not_in(modules: list[str]) -> Any:
+    """XNNPACKQuantizer's filter: quantize a node unless one of `modules` made it (its
+    `set_module_name` refuses a None config, so leaving a module float is a filter)."""
+    from torchao.quantization.pt2e.quantizer import get_module_name_filter
+
+    inside = [get_module_name_filter(m) for m in modules]
+    return lambda node: not any(f(node) for f in inside)
 
 
 def lower(program: Any, options: ExecutorchOptions) -> tuple[Any, Any]:

@@ -44,6 +44,11 @@ class ExecutorchOptions(BaseModel):
     per_channel: bool = Field(
         True, description="With `precision: int8`: one weight scale per output channel "
         "(get_symmetric_quantization_config(is_per_channel=True)).")
+    keep_float: list[str] = Field(
+        [], description="With `precision: int8`: modules left unquantized (XNNPACK runs them "
+        "in fp32), named as PyTorch names them (`_conv_stem`) or as the ONNX node or output "
+        "torch.onnx exports them to (`/_conv_stem/Conv_output_0`), as the quantize pass's "
+        "`exclude_nodes` and Core ML's `keep_float` do; an unknown name is an error.")
     calibration_dataset: DatasetRef | None = Field(
         None, description="Recipe dataset the int8 observers are calibrated on.")
     calibration_samples: int = Field(100, ge=1, description="Calibration samples used, at most.")
@@ -61,4 +66,7 @@ class ExecutorchOptions(BaseModel):
             if self.delegate is not Delegate.XNNPACK:
                 raise ValueError("precision int8 needs `delegate: xnnpack` (XNNPACKQuantizer's "
                                  "int8 ops run in XNNPACK; the portable kernels are float)")
+        elif self.keep_float:
+            raise ValueError("keep_float names modules to leave unquantized: it needs "
+                             "`precision: int8`")
         return self

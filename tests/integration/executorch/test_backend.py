@@ -164,3 +164,21 @@ targets:
     said = result.stdout + result.stderr
     assert "to_edge_transform_and_lower failed on aten.linalg_inv_ex.default" in said
     assert "not a Core ATen op" in said
+
+
+def test_keep_float_names_modules_as_the_other_int8_paths_do() -> None:
+    from pydantic import ValidationError
+
+    from edgebuild.backends.executorch.lower import float_modules
+    from edgebuild.backends.executorch.options import ExecutorchOptions
+    from edgebuild.errors import PlanError
+    from tests.conftest import load_module
+
+    model = load_module(SIGN_GATE).build()
+    # An ONNX node name (the quantize pass's exclude_nodes) means its PyTorch module.
+    assert float_modules(model, ["/linear/Gemm", "linear"]) == ["linear", "linear"]
+    with pytest.raises(PlanError, match="'lineer' is not a module") as raised:
+        float_modules(model, ["lineer"])
+    assert "linear" in (raised.value.hint or "")
+    with pytest.raises(ValidationError, match="needs `precision: int8`"):
+        ExecutorchOptions(keep_float=["linear"])
