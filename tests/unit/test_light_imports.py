@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("torch", "tensorflow", "openvino", "coremltools", "tensorrt", "onnxruntime", "onnx",
-         "nncf", "onnxslim")
+         "nncf", "onnxslim", "executorch", "torchao")
 
 CHECK = """
 import sys, runpy
