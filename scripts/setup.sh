@@ -2,7 +2,7 @@
 # The complete install of edgebuild on a fresh Debian/Ubuntu machine (also used by
 # the Dockerfile and CI). Idempotent: run it again after pulling.
 #
-#   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + dev tools
+#   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + Core ML + ExecuTorch + dev tools
 #   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh     (no TFLite: ~1.5 GB less)
 #
 # Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino,tflite,distributed,qnn,coreml,tensorrt-onnx}
+EXTRAS=${EDGEBUILD_EXTRAS:-dev,openvino,tflite,distributed,qnn,coreml,tensorrt-onnx,executorch}
 PYTHON=${PYTHON:-python3}
 
 say() { printf '\n== %s\n' "$*"; }
