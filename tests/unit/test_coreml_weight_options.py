@@ -9,8 +9,9 @@ from pydantic import ValidationError
 
 from edgebuild.backends.coreml.backend import describe_int8, kept_float
 from edgebuild.backends.coreml.options import CoreMlOptions
-from edgebuild.backends.coreml.proxy import float_modules, int8_like_coreml, module_name
+from edgebuild.backends.coreml.proxy import float_modules, int8_like_coreml
 from edgebuild.errors import ExitCode, PlanError
+from edgebuild.passes.torch_names import module_name
 
 
 def test_per_block_needs_the_ios18_opset() -> None:

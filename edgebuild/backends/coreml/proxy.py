@@ -19,13 +19,13 @@ clusters are close, not identical.
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
 from edgebuild.errors import PlanError, did_you_mean
 from edgebuild.passes.torch_capture import Capture, capture
+from edgebuild.passes.torch_names import module_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,21 +90,6 @@ def float_modules(model: Any, names: list[str]) -> list[str]:
                 "(/path/to/module/Conv)")
         found.append(module)
     return found
-
-
-def module_name(name: str) -> str:
-    """A PyTorch module name from an ONNX node or output name torch.onnx exported it as:
-    its scopes, then the op. A scope is a child's attribute name or a container's
-    qualified child (`/_blocks.0/_project_conv/Conv`, `/layer1/layer1.0/conv1/Conv`,
-    `/features/features.6/Conv_output_0`). A module name is returned as is."""
-    if not name.startswith("/"):
-        return name
-    parts = re.sub(r"_output_\d+$", "", name).strip("/").split("/")
-    current = ""
-    for part in parts[:-1] or parts:
-        current = part if not current or part.startswith(current + ".") else (
-            f"{current}.{part}")
-    return current
 
 
 def int8_like_coreml(w: np.ndarray, mode: str, block: int) -> np.ndarray | None:

@@ -116,7 +116,7 @@ def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
 def float_modules(model: Any, names: list[str]) -> list[str]:
     """The PyTorch module names `names` mean (module names, or the ONNX node / output
     names torch.onnx gives their ops); a PlanError (exit 2) naming an unknown one."""
-    from edgebuild.backends.coreml.proxy import module_name
+    from edgebuild.passes.torch_names import module_name
 
     modules = {name for name, _ in model.named_modules() if name}
     found = []
