@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.errors import StageError
 from edgebuild.quant.prepare import prepare, quantize_prepared
 from edgebuild.quant.prepared import Prepared
@@ -111,7 +112,8 @@ class Judge:
 
         so = ort.SessionOptions()
         so.log_severity_level = 3
-        session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(model), yield_when_idle(so),
+                                       providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
 
         def infer(feeds: dict[str, Any]) -> dict[str, Any]:

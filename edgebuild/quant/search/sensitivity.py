@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgebuild.core.share_cpu import yield_when_idle
 from edgebuild.data.loaders import Samples
 from edgebuild.quant.layer_compare import compare_layers, first_divergence, non_finite, worst
 from edgebuild.quant.prepare import quantize_prepared
@@ -70,6 +71,7 @@ def isolated_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Sam
     activations = fused_activations(graph)
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    yield_when_idle(so)  # times nothing: idle threads sleep beside other work
     reference_session = ort.InferenceSession(str(prepared.source), so,
                                              providers=["CPUExecutionProvider"])
     reference = [reference_session.run(None, f)[0] for f in probe]
@@ -170,6 +172,7 @@ def output_sensitivity(prepared: Prepared, p: QuantizeParams, calibration: Sampl
         candidates = list(dict.fromkeys([*by_local[:SENSITIVITY_TOP], *last]))
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    yield_when_idle(so)  # times nothing: idle threads sleep beside other work
     fp32 = ort.InferenceSession(str(prepared.source), so, providers=["CPUExecutionProvider"])
     reference = [fp32.run(None, feed) for feed in probe]
     activations = fused_activations(graph)

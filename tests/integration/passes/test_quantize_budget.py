@@ -200,3 +200,31 @@ def test_the_advice_names_only_what_was_not_tried_and_passes_when_applied(
                              max_iterations=8)
     assert record["chosen"] == "keep float", record
     assert rejudged(tmp_path, model, fashion_onnx.main, gate)
+
+
+def test_the_judge_lets_idle_threads_sleep_in_a_stage_that_shares_the_cpu(
+        tmp_path: Path, fashion_onnx: Artifact, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget's trials time nothing: beside another build (the other test worker),
+    spinning ONNX Runtime pools made the text recognizer's seven trials take 74 s instead
+    of 37 (docs/performance.md, "Stages that share the CPU")."""
+    import onnxruntime as ort
+
+    from edgebuild.core.share_cpu import SHARE_CPU_ENV
+    from edgebuild.quant.params import BudgetGate
+    from edgebuild.quant.search.budget import Judge
+
+    spinning: list[str] = []
+    real = ort.InferenceSession
+
+    def spy(model: Any, options: Any = None, **kwargs: Any) -> Any:
+        spinning.append(options.get_session_config_entry("session.intra_op.allow_spinning"))
+        return real(model, options, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", spy)
+    monkeypatch.setenv(SHARE_CPU_ENV, "1")
+    folder = tmp_path / "judge"
+    folder.mkdir()
+    judge = Judge(BudgetGate(dataset="test", min_top1_agreement=99), fashion_onnx.main,
+                  context(tmp_path / "eval").dataset("test"), folder)
+    assert judge(fashion_onnx.main).passed  # FP32 against itself
+    assert spinning == ["0", "0"]  # the reference's session and the trial's
