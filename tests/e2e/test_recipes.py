@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import (
     FASHION_RECIPE,
+    QUICK_TIMING,
     QUICKSTART,
     REPO,
     SessionBuild,
@@ -181,6 +182,29 @@ def test_custom_op_recipe(tmp_path: Path) -> None:
     assert heavy == []
 
 
+def cheap_sentence_encoder(tmp_path: Path) -> Path:
+    """recipes/sentence-encoder.yaml with its model and data files by absolute path and
+    its latency timed as a test needs it, not as a figure is published: host-cpu's in a
+    few runs (QUICK_TIMING), host-cpu-int8's once even when other processes share the CPU
+    (no `max_busy_share`: a latency timed beside the other test worker was timed three
+    times over, with waits for quiet between, 42 of the run's 170 s; its budgets are 4x
+    its p50s under that load). host-cpu-int8 keeps the recipe's iterations, which its
+    interleaved speed-up over host-cpu is decided with. The model, passes, datasets,
+    lengths and gates are the committed ones."""
+    import yaml
+
+    recipe = yaml.safe_load((REPO / "recipes" / "sentence-encoder.yaml").read_text())
+    models = REPO / "recipes" / "models"
+    recipe["model"]["factory"] = f"{models}/sentence_encoder.py:build"
+    for dataset in recipe["datasets"].values():
+        dataset["function"] = f"{models}/sentence_encoder.py:sentences"
+    recipe["targets"]["host-cpu"]["measure"] = QUICK_TIMING
+    recipe["targets"]["host-cpu-int8"]["measure"] = {"max_busy_share": None}
+    path = tmp_path / "sentence-encoder.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
 def test_sentence_encoder_recipe_host_cpu(tmp_path: Path) -> None:
     """A pretrained BERT-style encoder (all-MiniLM-L6-v2 from PyPI) with a dynamic sequence
     axis: ONNX Runtime's fusions and dynamic INT8, each gated on embedding cosine with
@@ -189,7 +213,7 @@ def test_sentence_encoder_recipe_host_cpu(tmp_path: Path) -> None:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"the sentence encoder needs {module} (scripts/setup.sh)")
     out = tmp_path / "out"
-    run = edgebuild("run", "recipes/sentence-encoder.yaml", "--target", "host-cpu*",
+    run = edgebuild("run", str(cheap_sentence_encoder(tmp_path)), "--target", "host-cpu*",
                     "--out", str(out))
     assert "Traceback" not in run.stderr, run.stderr
     report = json.loads((out / "report.json").read_text())
