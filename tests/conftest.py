@@ -148,7 +148,7 @@ FASHION_RECIPE = "recipes/fashion-mnist.yaml"
 class SessionBuild:
     """One cold build of a committed recipe (minutes on 2 cores), shared by the session:
     `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
-    tests/integration/fleet publishes it) and `fashion_mnist_build` (the e2e check re-runs it
+    tests/integration/fleet publishes it, tests/integration/executorch reads its .pte) and `fashion_mnist_build` (the e2e check re-runs it
     cached, tests/e2e/test_ci_workflows.py starts its CI service's cache from it)."""
 
     out: Path
@@ -271,7 +271,11 @@ SPREAD_MODULES = ("tests/e2e/test_recipes.py", "tests/e2e/test_search.py")
 # so each is built once. pytest_collection_modifyitems refuses a user not listed here.
 SESSION_BUILD_USERS = {
     "quickstart_build": ("tests/e2e/test_recipes.py::test_quickstart_recipe",
-                         "tests/integration/fleet/test_quickstart_fleet.py"),
+                         "tests/integration/fleet/test_quickstart_fleet.py",
+                         *(f"tests/integration/executorch/test_backend.py::{name}" for name in (
+                             "test_fp32_and_int8_pte_pass_their_gates_with_host_labels",
+                             "test_delegation_table_lists_what_xnnpack_took",
+                             "test_the_pte_loads_and_runs_in_the_runtime"))),
     "fashion_mnist_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
                       "tests/e2e/test_ci_workflows.py"),
 }

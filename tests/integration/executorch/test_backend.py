@@ -1,7 +1,9 @@
-"""The ExecuTorch backend for real, on the committed Fashion-MNIST CNN: PyTorch -> .pte
-(XNNPACK fp32, PT2E int8 calibrated on the recipe's data), run in ExecuTorch's runtime
-for the accuracy gates and host latency, the delegation table, a second run that
-executes nothing, and models that do not export or lower named in the error."""
+"""The ExecuTorch backend for real, on the quickstart's build (tests/conftest.py:
+quickstart_build, which CI builds once for every reader): EfficientNet-Lite0 from PyTorch
+to .pte (XNNPACK fp32, PT2E int8 calibrated on the recipe's photos), run in ExecuTorch's
+runtime for the accuracy gates and host latency, and the delegation table. The quickstart
+test re-runs the whole recipe cached, these targets with it. Models that do not export or
+lower are named in the error."""
 
 from __future__ import annotations
 
@@ -11,122 +13,98 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import FASHION, QUICK_TIMING, REPO, edgebuild, fashion_recipe
+from tests.conftest import REPO, SessionBuild, edgebuild
 
-pytestmark = [pytest.mark.executorch, pytest.mark.slow]
+pytestmark = pytest.mark.executorch
 
 SIGN_GATE = REPO / "tests" / "models" / "sign_gate.py"  # data-dependent control flow
 INVERSE = REPO / "tests" / "models" / "matrix_inverse.py"  # exports, does not lower
-
-TIMING = json.dumps(QUICK_TIMING | {"threads": 1})
-TARGETS = f"""
-policy: {{unmeasurable: warn}}
-targets:
-  android-executorch:            # the profile's default: latency on the phone
-    inherit_passes: false
-    gates:
-      accuracy: {{dataset: test, min_top1: 88, max_top1_drop: 0.5, min_cosine: 0.9999}}
-      latency: {{budget_ms: 50}}
-      size: {{max_mb: 1}}
-  android-executorch-int8:
-    profile: android-executorch
-    inherit_passes: false
-    options: {{precision: int8, calibration_dataset: calibration, latency_on: host}}
-    measure: {TIMING}
-    gates:
-      accuracy: {{dataset: test, min_top1: 87, max_top1_drop: 2, min_cosine: 0.99}}
-      latency: {{budget_ms: 50}}
-      size: {{max_mb: 0.3}}
-"""
+TARGETS = ("android-executorch", "android-executorch-int8")
 
 
 def report_of(out: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((out / "report.json").read_text())  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def executorch_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not FASHION.is_dir():
-        pytest.skip("needs Debian's dataset-fashion-mnist")
-    folder = tmp_path_factory.mktemp("executorch")
-    recipe = folder / "fashion-executorch.yaml"
-    recipe.write_text(fashion_recipe("fashion-executorch", test_limit=300) + TARGETS)
-    result = edgebuild("run", str(recipe), "--out", str(folder / "out"), "--cache-dir",
-                       str(folder / "cache"))  # the module's own: built once, for every test
-    assert result.returncode == 0, result.stdout + result.stderr
-    return folder
-
-
-def test_fp32_and_int8_pte_pass_their_gates_with_host_labels(executorch_build: Path) -> None:
-    report = report_of(executorch_build / "out")
+@pytest.mark.slow
+def test_fp32_and_int8_pte_pass_their_gates_with_host_labels(
+        quickstart_build: SessionBuild) -> None:
+    report = report_of(quickstart_build.out)
     gates = {(t["name"], g["gate"]): g for t in report["targets"] for g in t["gates"]}
-    for target in ("android-executorch", "android-executorch-int8"):
+    for target in TARGETS:
         accuracy = gates[(target, "accuracy")]
         assert accuracy["status"] == "passed", accuracy["message"]
         assert "ExecuTorch runtime" in accuracy["details"]["where"]
-    # fp32: the .pte computes what PyTorch does (the gate's cosine >= 0.9999 passed).
+        # Timed here, so labelled a host figure whatever the machine's load made of it.
+        latency = gates[(target, "latency")]
+        assert "a host figure, not the phone's" in latency["message"]
+        if latency["status"] != "passed":
+            assert latency["status"] == "undecided", latency["message"]
+            assert "busy" in latency["message"] or "load" in latency["message"]
+    # fp32: the .pte computes what PyTorch does (gate 0.999; 1.0000 measured).
     assert gates[("android-executorch", "accuracy")]["measured"]["cosine"] >= 0.9999
-    # The profile's default times the phone, which is not implemented: said, not faked.
-    device = gates[("android-executorch", "latency")]
-    assert device["status"] == "unmeasurable"
-    assert "executor_runner over adb" in device["message"]
-    host = gates[("android-executorch-int8", "latency")]
-    assert host["status"] == "passed", host["message"]
-    assert "a host figure, not the phone's" in host["message"]
 
 
-def test_delegation_table_lists_what_xnnpack_took(executorch_build: Path) -> None:
-    out = executorch_build / "out"
+def test_the_phone_latency_is_said_to_be_unmeasurable() -> None:
+    """The profile's default times the phone, which is not implemented: said, not faked."""
+    from edgebuild.backends.executorch.backend import DEVICE_LATENCY
+    from edgebuild.core.target import Target
+    from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles
+    from edgebuild.registry import load_backend
+
+    profile = load_profiles([BUILTIN_TARGETS])["android-executorch"].profile
+    backend = load_backend("executorch")
+    assert backend.unmeasurable_reason(Target(name="t", profile=profile)) == DEVICE_LATENCY
+    assert "executor_runner over adb" in DEVICE_LATENCY
+    assert backend.unmeasurable_reason(Target(name="t", profile=profile), "accuracy") == ""
+
+
+@pytest.mark.slow
+def test_delegation_table_lists_what_xnnpack_took(quickstart_build: SessionBuild) -> None:
+    out = quickstart_build.out
     stages = {s["id"]: s for s in report_of(out)["stages"]}
     fp32 = stages["compile@android-executorch"]["metadata"]
     int8 = stages["compile@android-executorch-int8"]["metadata"]
     for meta in (fp32, int8):
         ops = {row["op"]: row for row in meta["delegation"]["ops"]}
-        # The CNN's 4 convolutions and its classifier all run in XNNPACK.
+        # EfficientNet-Lite0's 49 convolutions and its classifier all run in XNNPACK.
         assert ops["aten_convolution_default"] == {
-            "op": "aten_convolution_default", "delegated": 4, "portable": 0}
+            "op": "aten_convolution_default", "delegated": 49, "portable": 0}
         assert ops["aten_linear_default"]["delegated"] == 1
         assert meta["delegation"]["subgraphs"] >= 1
     int8_ops = {row["op"] for row in int8["delegation"]["ops"]}
     assert "quantized_decomposed_quantize_per_tensor_default" in int8_ops
-    assert int8["calibration_samples"] == 100
+    assert int8["calibration_samples"] > 0 and fp32["calibration_samples"] == 0
+    assert int8["kept_float"]  # the shared set's float layers, as PyTorch modules
     # int8 weights: the program is well under half the fp32 one.
     assert int8["program_bytes"] < fp32["program_bytes"] / 2
     note = (out / "artifacts" / "android-executorch" / "executorch_delegation.md").read_text()
-    assert "| aten_convolution_default | 4 | 0 |" in note
+    assert "| aten_convolution_default | 49 | 0 |" in note
     assert "ExecuTorch delegation" in (out / "summary.md").read_text()
 
 
-def test_the_pte_loads_and_runs_in_the_runtime(executorch_build: Path) -> None:
+@pytest.mark.slow
+def test_the_pte_loads_and_runs_in_the_runtime(quickstart_build: SessionBuild) -> None:
     """The built file itself, in ExecuTorch's runtime, against eager PyTorch."""
     import torch
 
     from edgebuild.backends.executorch.runner import ExecutorchRunner
     from edgebuild.frontend.torch_model import build_torch_model
+    from edgebuild.recipe.loader import load_recipe
 
-    out = executorch_build / "out"
-    manifest = json.loads((out / "artifacts" / "android-executorch" / "manifest.json")
-                          .read_text())
-    io = manifest["runner_metadata"]["io"]
-    models = REPO / "recipes" / "models"
-    model = build_torch_model({"factory": f"{models / 'fashion_mnist_cnn.py'}:build",
-                               "weights": str(models / "fashion_mnist_cnn.pt")}, REPO)
-    x = np.random.default_rng(0).standard_normal((1, 1, 28, 28)).astype(np.float32)
-    with ExecutorchRunner(out / "artifacts" / "android-executorch" / "model.pte", io,
-                          threads=1) as runner:
+    artifacts = quickstart_build.out / "artifacts" / "android-executorch"
+    io = json.loads((artifacts / "manifest.json").read_text())["runner_metadata"]["io"]
+    recipe = load_recipe(REPO / "recipes" / "quickstart.yaml").recipe
+    model = build_torch_model(recipe.model.model_dump(exclude_none=True), REPO / "recipes")
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+    with ExecutorchRunner(artifacts / "model.pte", io, threads=1) as runner:
         got = runner.infer({"image": x})["logits"]
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
-
-
-def test_a_second_run_executes_nothing(executorch_build: Path) -> None:
-    again = edgebuild("run", str(executorch_build / "fashion-executorch.yaml"), "--out",
-                      str(executorch_build / "out"), "--cache-dir",
-                      str(executorch_build / "cache"))
-    assert again.returncode == 0, again.stdout + again.stderr
-    rerun = report_of(executorch_build / "out")["stages"]
-    assert [s["id"] for s in rerun if not s["cached"] and s["outcome"] != "unmeasurable"] == []
+    # Relative to the logits' scale: XNNPACK's fp32 kernels sum in another order.
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * scale)
+    assert int(got.argmax()) == int(expected.argmax()) or scale == 0
 
 
 def failed_run(tmp_path: Path, model: Path, shape: list[int]) -> str:
