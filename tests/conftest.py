@@ -148,8 +148,9 @@ FASHION_RECIPE = "recipes/fashion-mnist.yaml"
 class SessionBuild:
     """One cold build of a committed recipe (minutes on 2 cores), shared by the session:
     `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
-    tests/integration/fleet publishes it, tests/integration/executorch reads its .pte) and `fashion_mnist_build` (the e2e check re-runs it
-    cached, tests/e2e/test_ci_workflows.py starts its CI service's cache from it)."""
+    tests/integration/fleet publishes it, tests/integration/executorch reads its .pte) and
+    `fashion_mnist_build` (the e2e check re-runs it cached, tests/e2e/test_ci_workflows.py
+    starts its CI service's cache from it)."""
 
     out: Path
     cache: Path

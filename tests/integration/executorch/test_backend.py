@@ -124,6 +124,7 @@ targets:
     return result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_data_dependent_control_flow_names_the_line(tmp_path: Path) -> None:
     said = failed_run(tmp_path, SIGN_GATE, [1, 8])
     assert "ExecuTorch: torch.export failed at sign_gate.py:" in said
@@ -131,6 +132,7 @@ def test_data_dependent_control_flow_names_the_line(tmp_path: Path) -> None:
     assert "torch.where or torch.cond" in said
 
 
+@pytest.mark.slow
 def test_an_op_without_an_executorch_kernel_is_named(tmp_path: Path) -> None:
     said = failed_run(tmp_path, INVERSE, [1, 16])
     assert "to_edge_transform_and_lower failed on aten.linalg_inv_ex.default" in said
