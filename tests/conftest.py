@@ -270,7 +270,7 @@ def tiny_project(tmp_path: Path) -> Callable[..., Path]:
 SPREAD_MODULES = ("tests/e2e/test_recipes.py", "tests/e2e/test_search.py")
 # The tests that read a session build (cold_build above), by fixture: one worker group each,
 # so each is built once. pytest_collection_modifyitems refuses a user not listed here.
-SESSION_BUILD_USERS = {
+SESSION_BUILD_USERS: dict[str, tuple[str, ...]] = {
     "quickstart_build": ("tests/e2e/test_recipes.py::test_quickstart_recipe",
                          "tests/integration/fleet/test_quickstart_fleet.py",
                          *(f"tests/integration/executorch/test_backend.py::{name}" for name in (
