@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.errors import PlanError, did_you_mean
@@ -58,9 +58,17 @@ def _import_ref(ref: str) -> Any:
 
 
 @cache
+def _installed() -> dict[str, EntryPoints]:
+    """Both groups from one read: each `entry_points()` call reads every installed
+    distribution's entry_points.txt, whatever group it selects."""
+    every = entry_points()
+    return {group: every.select(group=group) for group in (PASS_GROUP, BACKEND_GROUP)}
+
+
+@cache
 def _entries(group: str) -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
-    for entry in entry_points(group=group):
+    for entry in _installed()[group]:
         prior = found.get(entry.name)
         if prior is not None and prior.value != entry.value:
             raise PlanError(f"two installed packages register '{entry.name}' in {group}: "

@@ -86,6 +86,20 @@ def remembered(cache_root: Path | None, kind: str, of: Any, compute: Callable[[]
     return found
 
 
+def remembered_value(cache_root: Path, kind: str, of: Any, inputs: dict[str, Any]
+                     ) -> Any | None:
+    """What `remember` kept for `inputs` (and this code), or None."""
+    memo: Memo[Any] = _memo(cache_root, kind, of)
+    return memo.get(memo.key(inputs))
+
+
+def remember(cache_root: Path, kind: str, of: Any, inputs: dict[str, Any], value: Any) -> None:
+    """Keep `value` for `inputs` (and this code): a record of a fact, not of a pure
+    function; whoever reads it checks it still holds."""
+    memo: Memo[Any] = _memo(cache_root, kind, of)
+    memo.put(memo.key(inputs), value)
+
+
 @cache
 def _memo(cache_root: Path, kind: str, of: Any) -> Memo[Any]:
     return Memo(cache_root, kind, of)  # one per kind and run: a TypeAdapter takes a moment

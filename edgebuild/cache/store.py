@@ -131,11 +131,11 @@ class Store:
             stat = file.stat()
             if stat.st_size != artifact.sizes.get(name):
                 return f"file {name} has the wrong size"
-            if seen.get(name) == _signature(stat):
+            if seen.get(name) == stat_signature(stat):
                 continue
             if digest_file(file) != expected:
                 return f"file {name} does not match its recorded digest"
-            seen[name] = _signature(stat)
+            seen[name] = stat_signature(stat)
             hashed = True
         if hashed:
             _write_seen(artifact.path, seen)
@@ -185,7 +185,7 @@ class Store:
             "metadata": metadata, "created": time.time(), **(provenance or {}),
         }
         (work / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        _write_seen(work, {name: _signature((work / name).stat()) for name in files})
+        _write_seen(work, {name: stat_signature((work / name).stat()) for name in files})
         target = self.entry_dir(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -251,7 +251,7 @@ class Store:
         return removed
 
 
-def _signature(stat: os.stat_result) -> list[int]:
+def stat_signature(stat: os.stat_result) -> list[int]:
     """What changes when a file's content can have changed: a rewrite or a replacement
     changes the inode, size or times; the change time cannot be set back by a user."""
     return [stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]

@@ -1,4 +1,4 @@
-"""Recipe + target profiles -> a networkx DAG of stages, shared prefixes merged.
+"""Recipe + target profiles -> a DAG of stages (plan/graph.py), shared prefixes merged.
 
 Each target's chain is built independently, then identical stages collapse
 into one node, so a recipe with three targets exports the model once::
@@ -23,18 +23,16 @@ compares is decided when their gates are known (edgebuild/run/search.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgebuild.core.digest import canonical_json
 from edgebuild.core.where import Where
 from edgebuild.errors import PlanError, did_you_mean
+from edgebuild.plan.graph import StageGraph
 from edgebuild.plan.stage import Stage
 from edgebuild.recipe.loader import LoadedRecipe
 from edgebuild.recipe.models import Gates, PassSpec
 from edgebuild.registry import backend_class, conversions, load_op
-
-if TYPE_CHECKING:
-    import networkx as nx
 
 
 def implicit_path(fmt: str, accepts: tuple[str, ...],
@@ -83,7 +81,7 @@ class SearchStages:
 @dataclass
 class Plan:
     recipe: LoadedRecipe
-    graph: nx.DiGraph
+    graph: StageGraph
     targets: dict[str, TargetStages] = field(default_factory=dict)
 
     def stage(self, stage_id: str) -> Stage:
@@ -92,19 +90,14 @@ class Plan:
 
     def order(self) -> list[Stage]:
         """Topological order, ties broken by insertion order so output is stable."""
-        import networkx as nx
-
         position = {s: i for i, s in enumerate(self.graph.nodes)}
-        ids = nx.lexicographical_topological_sort(self.graph, key=lambda s: position[s])
-        return [self.stage(s) for s in ids]
+        return [self.stage(s) for s in self.graph.ordered(key=position.__getitem__)]
 
 
 class _Builder:
     def __init__(self, loaded: LoadedRecipe) -> None:
-        import networkx as nx
-
         self.loaded = loaded
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph = StageGraph()
         self._by_identity: dict[str, str] = {}
         self.conversions = conversions()
 
@@ -425,8 +418,6 @@ def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
     A stage also used by another candidate, by a plain target or by anything
     outside the searches (a shared export, the FP32 reference) belongs to wave 0.
     """
-    import networkx as nx
-
     uses: dict[str, set[str]] = {}  # stage id -> the candidates that use it
     for target, stages in plan.targets.items():
         if stages.search is None:
@@ -438,7 +429,7 @@ def own_stages(plan: Plan) -> dict[str, dict[str, list[str]]]:
     outside = [s for s in plan.graph if s not in uses and s not in selects]
     shared = set(outside)
     for sid in outside:
-        shared |= nx.ancestors(plan.graph, sid)
+        shared |= plan.graph.ancestors(sid)
     position = {s: i for i, s in enumerate(plan.graph)}
     found: dict[str, dict[str, list[str]]] = {}
     for target, stages in plan.targets.items():

@@ -323,7 +323,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
                                    loaded.targets[run.stage.target or name], compiled,
                                    run.key, gates, started_wall,
                                    outcome.chosen if outcome is not None else None)
-        artifact_path = export_target(out, name, compiled, manifest)
+        artifact_path = export_target(out, name, compiled, manifest, memo)
         timed = execution.runs.get(stages.latency or "")
         op_profile, memory = recorded(timed.artifact.metadata if timed and timed.artifact
                                       else None)

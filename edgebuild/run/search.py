@@ -33,6 +33,7 @@ from edgebuild.execute.policy import FailurePolicy
 from edgebuild.execute.result import ExecutionResult, Outcome, StageRun
 from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.measure.record import SelectionRecord, read_record
+from edgebuild.plan.graph import StageGraph
 from edgebuild.plan.planner import (
     Plan,
     SearchStages,
@@ -124,12 +125,10 @@ class _Waves:
         self.result = ExecutionResult()
 
     def sub_plan(self, ids: list[str]) -> Plan:
-        import networkx as nx
-
         wanted = set(ids)
         for sid in ids:
-            wanted |= nx.ancestors(self.plan.graph, sid)
-        graph = nx.DiGraph()  # in the plan's node order, which breaks ties in Plan.order
+            wanted |= self.plan.graph.ancestors(sid)
+        graph = StageGraph()  # in the plan's node order, which breaks ties in Plan.order
         graph.add_nodes_from((s, d) for s, d in self.plan.graph.nodes(data=True) if s in wanted)
         graph.add_edges_from((a, b) for a, b in self.plan.graph.edges if b in wanted)
         return Plan(self.plan.recipe, graph, self.plan.targets)
@@ -159,11 +158,9 @@ class _Waves:
 
     def blocker(self, ids: list[str]) -> StageRun | None:
         """A finished upstream stage of `ids` (outside them) that produced nothing."""
-        import networkx as nx
-
         inside = set(ids)
         for sid in ids:
-            for up in nx.ancestors(self.plan.graph, sid) - inside:
+            for up in self.plan.graph.ancestors(sid) - inside:
                 run = self.result.runs.get(up)
                 if run is not None and run.artifact is None:
                     return run
@@ -277,12 +274,10 @@ def select_stage(plan: Plan, target: str, search: SearchStages, names: list[str]
 
 def select_plan(plan: Plan, stage: Stage) -> Plan:
     """A plan of `stage` (a select stage) and the stages it depends on."""
-    import networkx as nx
-
     wanted: set[str] = set(stage.upstream)
     for sid in stage.upstream:
-        wanted |= nx.ancestors(plan.graph, sid)
-    graph = nx.DiGraph()
+        wanted |= plan.graph.ancestors(sid)
+    graph = StageGraph()
     graph.add_nodes_from((s, d) for s, d in plan.graph.nodes(data=True) if s in wanted)
     graph.add_edges_from((a, b) for a, b in plan.graph.edges if a in wanted and b in wanted)
     graph.add_node(stage.id, stage=stage)

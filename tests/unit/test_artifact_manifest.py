@@ -158,3 +158,61 @@ def test_export_writes_files_and_manifest_and_replaces_the_old_folder(tmp_path: 
     # Nothing built this time: the folder goes, and no hidden staging folder stays.
     assert export_target(out, "host-cpu", None, None) is None
     assert list((out / "artifacts").iterdir()) == []
+
+
+def _compiled(tmp_path: Path) -> tuple[Artifact, ArtifactManifest]:
+    entry = tmp_path / "entry"
+    (entry / "sub").mkdir(parents=True)
+    (entry / "model.onnx").write_bytes(MODEL)
+    (entry / "sub" / "weights.bin").write_bytes(b"w")
+    files = {"model.onnx": sha(MODEL), "sub/weights.bin": sha(b"w")}
+    compiled = Artifact("a" * 64, "onnx", entry, files, {"model.onnx": len(MODEL),
+                                                         "sub/weights.bin": 1},
+                        {"main": "model.onnx", "stage": "compile@host-cpu"})
+    manifest = ArtifactManifest.model_validate(manifest_data(files=[
+        {"name": n, "sha256": d, "size": compiled.sizes[n]} for n, d in files.items()]))
+    return compiled, manifest
+
+
+def test_a_rerun_keeps_unchanged_exported_files_and_rewrites_the_manifest(
+        tmp_path: Path) -> None:
+    compiled, manifest = _compiled(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    folder = out / "artifacts" / "host-cpu"
+    export_target(out, "host-cpu", compiled, manifest, cache)
+    inode = (folder / "model.onnx").stat().st_ino
+    later = manifest.model_copy(update={"created": "2026-02-02T00:00:00+00:00"})
+    assert export_target(out, "host-cpu", compiled, later, cache) == \
+        "artifacts/host-cpu/model.onnx"
+    assert (folder / "model.onnx").stat().st_ino == inode  # not copied again
+    assert read_manifest(folder / MANIFEST_NAME) == later
+    assert sorted(p.name for p in (out / "artifacts").iterdir()) == ["host-cpu"]
+    assert sorted(p.name for p in folder.iterdir()) == [MANIFEST_NAME, "model.onnx", "sub"]
+    # Without the cache's record, the folder is replaced as always.
+    export_target(out, "host-cpu", compiled, later)
+    assert (folder / "model.onnx").stat().st_ino != inode
+
+
+@pytest.mark.parametrize("change", ["edit", "extra", "replace"])
+def test_an_exported_file_changed_since_is_copied_again(tmp_path: Path, change: str) -> None:
+    import os
+
+    compiled, manifest = _compiled(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    folder = out / "artifacts" / "host-cpu"
+    export_target(out, "host-cpu", compiled, manifest, cache)
+    model = folder / "model.onnx"
+    if change == "edit":  # same size, its modification time set back: the change time moves
+        before = model.stat()
+        model.write_bytes(MODEL.upper())
+        os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    elif change == "extra":
+        (folder / "sub" / "stray.bin").write_bytes(b"x")
+    else:
+        fresh = folder / "fresh"
+        fresh.write_bytes(MODEL.upper())
+        fresh.replace(model)
+    export_target(out, "host-cpu", compiled, manifest, cache)
+    assert verified_files(folder, manifest).keys() == {"model.onnx", "sub/weights.bin"}
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) \
+        == [MANIFEST_NAME, "model.onnx", "sub/weights.bin"]

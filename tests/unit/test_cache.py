@@ -162,14 +162,14 @@ def test_manifest_records_digests(tmp_path: Path) -> None:
 
 def test_cache_verify_rehashes_what_a_run_trusts_by_metadata(tmp_path: Path) -> None:
     """Bit rot keeps a file's metadata: a run trusts the signature, `cache verify` does not."""
-    from edgebuild.cache.store import SEEN, _signature
+    from edgebuild.cache.store import SEEN, stat_signature
     from edgebuild.cache.verify import verify_entry
 
     store = Store(tmp_path)
     path = commit(store, "6" * 64)
     model = path / "model.bin"
     model.write_bytes(b"MODEL")
-    (path / SEEN).write_text(json.dumps({"model.bin": _signature(model.stat())}))
+    (path / SEEN).write_text(json.dumps({"model.bin": stat_signature(model.stat())}))
     manifest = json.loads((path / "artifact.json").read_text())
     assert Store(tmp_path).lookup("6" * 64) is not None
     assert "does not match its recorded digest" in verify_entry(store, "6" * 64, manifest,

@@ -44,7 +44,7 @@ class ExecutorchBackend(Backend[ExecutorchOptions]):
     accepts = ("pytorch",)
     produces = "pte"
     tools: ClassVar[tuple[str, ...]] = ("executorch", "torch", "torchao")
-    version = 1
+    version = 2  # 2: int8 fuses ReLU6 into the conv's range, bias correction
     extra = "executorch"
     runner_metadata: ClassVar[tuple[str, ...]] = ("io",)
     # torch.export refuses the in-graph NMS's Python loop (data-dependent control flow).
@@ -63,7 +63,8 @@ class ExecutorchBackend(Backend[ExecutorchOptions]):
         calibration = (ctx.dataset(options.calibration_dataset)
                        if options.calibration_dataset is not None else None)
         names = [t["name"] for t in tensors]
-        program, edge, seconds = lower.build(model, inputs, options, calibration, names)
+        program, edge, seconds, quantized = lower.build(model, inputs, options, calibration,
+                                                        names)
         (ctx.out / PROGRAM).write_bytes(program)
         with lower.needs_executorch():
             rows, subgraphs = coverage.coverage(edge)
@@ -79,7 +80,8 @@ class ExecutorchBackend(Backend[ExecutorchOptions]):
             "precision": options.precision.value, "delegate": options.delegate.value,
             "io": io, "calibration_samples": used, "program_bytes": len(program),
             "delegation": coverage.summary(rows, subgraphs, options.delegate.value),
-            "kept_float": _kept_float(options), "notes": [coverage.NOTE], "ships": [PROGRAM],
+            "kept_float": _kept_float(options), "quantization": quantized or None,
+            "notes": [coverage.NOTE], "ships": [PROGRAM],
             **seconds,
             "compile_seconds": round(time.perf_counter() - started, 2)})
 
@@ -121,4 +123,4 @@ def _kept_float(options: ExecutorchOptions) -> dict[str, Any] | None:
     return {"nodes": list(options.keep_float), "applies": False, "notes": [*kept,
         "PT2E with XNNPACKQuantizer quantizes every op it annotates but those: the INT8 "
         "rules' automatic float nodes (mixed-range Concat/Add, output tail, signal front "
-        "end) and bias correction are not applied to this path yet"]}
+        "end) are not applied to this path yet (bias correction is: `bias_correction`)"]}

@@ -1,8 +1,8 @@
 """PyTorch -> ExecuTorch program (.pte): export, (int8) quantize, lower, serialize.
 
     nn.Module ─ torch.export.export (static shapes)
-              ─ [int8: export().module() ─ prepare_pt2e(XNNPACKQuantizer) ─ calibrate
-                 ─ convert_pt2e ─ torch.export.export]
+              ─ [int8: export().module() ─ prepare_pt2e(XNNPACKQuantizer, ReLU6 fused:
+                 pt2e.py) ─ calibrate ─ bias correction ─ convert_pt2e ─ torch.export.export]
               ─ to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()])
               ─ to_executorch() ─▶ model.pte
 
@@ -82,30 +82,34 @@ def _first_line(text: str) -> str:
 
 
 def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
-             calibration: Samples, names: list[str], count: int) -> Any:
-    """The PT2E int8 model (convert_pt2e's), calibrated on `count` samples of
-    `calibration`, fed in the order of the recipe's inputs `names`."""
+             calibration: Samples, names: list[str], count: int) -> tuple[Any, dict[str, Any]]:
+    """(the PT2E int8 model (convert_pt2e's), what the recipe did: clamps fused, biases
+    corrected), calibrated on `count` samples of `calibration`, fed in the order of the
+    recipe's inputs `names`. pt2e.py holds the recipe."""
     import torch
 
     with needs_executorch():
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    quantizer = XNNPACKQuantizer().set_global(
-        get_symmetric_quantization_config(is_per_channel=options.per_channel))
-    if options.keep_float:
-        quantizer.set_filter_function(_not_in(float_modules(model, options.keep_float)))
+        from edgebuild.backends.executorch import pt2e
+
+    keep = _not_in(float_modules(model, options.keep_float)) if options.keep_float else None
+    quantizer = pt2e.quantizer(options, keep)
     captured = export(model, inputs, "torch.export (for PT2E quantization)").module()
+    feeds = [tuple(torch.from_numpy(calibration.feed(i)[name]) for name in names)
+             for i in range(count)]
+    done: dict[str, Any] = {}
     try:
         prepared = prepare_pt2e(captured, quantizer)
+        done["clamps_fused"] = quantizer.clamps_fused
         with torch.no_grad():
-            for i in range(count):
-                feed = calibration.feed(i)
-                prepared(*(torch.from_numpy(feed[name]) for name in names))
-        return convert_pt2e(prepared)
+            for feed in feeds:
+                prepared(*feed)
+        if options.bias_correction:
+            shifts = pt2e.correct_biases(prepared, feeds)
+            done["bias_corrected"] = {"layers": len(shifts),
+                                      "largest_shift": max(shifts.values(), default=0.0)}
+        return convert_pt2e(prepared), done
     except Exception as exc:
         raise StageError(f"ExecuTorch: PT2E int8 quantization failed ({type(exc).__name__}: "
                          f"{_first_line(str(exc))})",
@@ -193,9 +197,12 @@ def lowering_error(exc: BaseException, step: str) -> StageError:
 
 
 def build(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
-          calibration: Samples | None, names: list[str]) -> tuple[bytes, Any, dict[str, Any]]:
-    """(the .pte bytes, the partitioned edge program, the seconds of each step)."""
+          calibration: Samples | None, names: list[str]
+          ) -> tuple[bytes, Any, dict[str, float], dict[str, Any]]:
+    """(the .pte bytes, the partitioned edge program, the seconds of each step, what the
+    int8 recipe did: {} for fp32)."""
     seconds: dict[str, float] = {}
+    done: dict[str, Any] = {}
     started = time.perf_counter()
     with needs_executorch():
         import executorch.exir  # noqa: F401 - the import's own cost is not the export's
@@ -204,7 +211,7 @@ def build(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
     if options.precision is Precision.INT8:
         assert calibration is not None  # the options' validator asks for it
         count = min(len(calibration), options.calibration_samples)
-        model = quantize(model, inputs, options, calibration, names, count)
+        model, done = quantize(model, inputs, options, calibration, names, count)
         seconds["quantize_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
     program = export(model, inputs)
@@ -212,4 +219,5 @@ def build(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
     started = time.perf_counter()
     edge, executorch_program = lower(program, options)
     seconds["lower_seconds"] = time.perf_counter() - started
-    return bytes(executorch_program.buffer), edge, {k: round(v, 2) for k, v in seconds.items()}
+    return (bytes(executorch_program.buffer), edge,
+            {k: round(v, 2) for k, v in seconds.items()}, done)

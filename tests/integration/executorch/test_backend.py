@@ -129,12 +129,13 @@ def test_a_second_run_executes_nothing(executorch_build: Path) -> None:
     assert [s["id"] for s in rerun if not s["cached"] and s["outcome"] != "unmeasurable"] == []
 
 
-def test_data_dependent_control_flow_names_the_line(tmp_path: Path) -> None:
-    recipe = tmp_path / "sign.yaml"
+def failed_run(tmp_path: Path, model: Path, shape: list[int]) -> str:
+    """What a user sees when a one-target ExecuTorch recipe of `model` fails to build."""
+    recipe = tmp_path / "model.yaml"
     recipe.write_text(f"""\
-name: sign-gate
-model: {{factory: {SIGN_GATE}:build}}
-inputs: [{{name: x, shape: [1, 8]}}]
+name: {model.stem.replace("_", "-")}
+model: {{factory: {model}:build}}
+inputs: [{{name: x, shape: {shape}}}]
 outputs: [y]
 targets:
   android-executorch:
@@ -142,26 +143,18 @@ targets:
 """)
     result = edgebuild("run", str(recipe), "--out", str(tmp_path / "out"))
     assert result.returncode != 0
-    said = result.stdout + result.stderr
+    return result.stdout + result.stderr
+
+
+def test_data_dependent_control_flow_names_the_line(tmp_path: Path) -> None:
+    said = failed_run(tmp_path, SIGN_GATE, [1, 8])
     assert "ExecuTorch: torch.export failed at sign_gate.py:" in said
     assert "if bool(y.sum() > 0)" in said
     assert "torch.where or torch.cond" in said
 
 
 def test_an_op_without_an_executorch_kernel_is_named(tmp_path: Path) -> None:
-    recipe = tmp_path / "inverse.yaml"
-    recipe.write_text(f"""\
-name: inverse
-model: {{factory: {INVERSE}:build}}
-inputs: [{{name: x, shape: [1, 16]}}]
-outputs: [y]
-targets:
-  android-executorch:
-    gates: {{size: {{max_mb: 1}}}}
-""")
-    result = edgebuild("run", str(recipe), "--out", str(tmp_path / "out"))
-    assert result.returncode != 0
-    said = result.stdout + result.stderr
+    said = failed_run(tmp_path, INVERSE, [1, 16])
     assert "to_edge_transform_and_lower failed on aten.linalg_inv_ex.default" in said
     assert "not a Core ATen op" in said
 
