@@ -9,7 +9,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 
 class Strict(BaseModel):
@@ -115,6 +123,18 @@ class RunsOn(Strict):
         if self.kind is not RunnerKind.EMULATED and (self.arch or self.cpu):
             raise ValueError("`arch:` and `cpu:` are for `kind: emulated`")
         return self
+
+    @model_serializer(mode="wrap")
+    def _emulation_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """`arch` and `cpu` are written only where set: every other target's stage keys
+        stay what they were before emulated boards, and an SSH board running an older
+        edgebuild (whose RunsOn forbids unknown keys) still reads the task."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("arch", "cpu"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class Device(Strict):

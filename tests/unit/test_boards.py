@@ -162,6 +162,18 @@ def test_an_emulated_profile_names_the_device_arch() -> None:
             profile(**runs_on)
 
 
+def test_other_targets_keep_their_keys_and_older_boards_read_them() -> None:
+    """`arch` and `cpu` are written only where set: a host or ssh target's dump (its
+    stages' keys, the task an older SSH board validates) has no key it did not have."""
+    for runs_on in ({}, {"kind": "ssh", "host": "pi"}):
+        dumped = profile(**runs_on).runs_on.model_dump(mode="json")
+        assert "arch" not in dumped and "cpu" not in dumped
+    emulated = profile(kind="emulated", arch="aarch64").runs_on.model_dump(mode="json")
+    assert emulated["arch"] == "aarch64" and "cpu" not in emulated
+    assert TargetProfile.model_validate(profile(kind="emulated", arch="aarch64")
+                                        .model_dump(mode="json")).runs_on.arch == "aarch64"
+
+
 def test_an_emulated_board_never_times_the_device_but_runs_its_accuracy() -> None:
     target = Target(name="pi", profile=profile(kind="emulated", arch="aarch64",
                                                cpu="cortex-a72"))
