@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from edgebuild import __version__
+from edgebuild.boards import commands as boards  # `edgebuild board` (argparse only)
 from edgebuild.cli_cache import cmd_cache
 from edgebuild.core.redact import redact
 from edgebuild.errors import EdgebuildError, ExitCode, did_you_mean, printable
@@ -40,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_run, _add_compare, _add_plan, _add_worker, _add_validate, _add_schema,
-                _add_listings, _add_cache, fleet.add_parsers, profiling.add_parser):
+                _add_listings, _add_cache, fleet.add_parsers, profiling.add_parser,
+                boards.add_parser):
         add(sub)
     return parser
 
@@ -398,7 +400,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "plan": cmd_plan, "worker": cmd_worker,
             "validate": cmd_validate, "schema": cmd_schema, "targets": cmd_targets,
             "passes": cmd_passes, "cache": cmd_cache, **fleet.COMMANDS,
-            **profiling.COMMANDS}
+            **profiling.COMMANDS, **boards.COMMANDS}
 
 
 class _DaskOneLine(_OneLine):

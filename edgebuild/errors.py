@@ -163,6 +163,12 @@ class GateFailed(EdgebuildError):
     exit_code = ExitCode.GATE_FAILED
 
 
+class BoardError(EdgebuildError):
+    """An emulated board could not be made (the mirror, pip, or the board's own check)."""
+
+    exit_code = ExitCode.STAGE_FAILED
+
+
 class CacheCorrupt(EdgebuildError):
     """A cache entry's files do not match their recorded digests."""
 

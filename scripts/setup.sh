@@ -26,6 +26,9 @@ APT_PACKAGES=()
 [ -d /usr/share/doc/opencv-doc/examples/data ] || APT_PACKAGES+=(opencv-doc)
 # The SSH-board tests run a real sshd on loopback (tests/integration/ssh).
 [ -x /usr/sbin/sshd ] || APT_PACKAGES+=(openssh-server)
+# The emulated aarch64 board runs its Python under qemu-user (`edgebuild board setup
+# aarch64`, tests/integration/board; docs/targets.md, "Emulated boards").
+command -v qemu-aarch64-static >/dev/null || APT_PACKAGES+=(qemu-user-static)
 # Headless Chromium renders report.html in tests/integration/test_report_browser.py.
 [ -x /usr/bin/chromium ] || APT_PACKAGES+=(chromium)
 # The fleet tests publish to and pull from a real OCI registry (CNCF distribution) that

@@ -9,7 +9,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 
 class Strict(BaseModel):
@@ -63,6 +71,7 @@ class RunnerKind(StrEnum):
     ADB = "adb"  # an Android device reached over adb
     DASK = "dask"  # a Dask worker holding the resource tag
     MACOS = "macos"  # a macOS host (Core ML prediction)
+    EMULATED = "emulated"  # this machine, another instruction set under qemu-user
 
 
 class RunsOn(Strict):
@@ -77,6 +86,14 @@ class RunsOn(Strict):
         "installed (e.g. `/opt/edgebuild/.venv/bin/python`).")
     serial: str | None = Field(None, description="adb serial, for `kind: adb`.")
     resource: str | None = Field(None, description="Dask resource tag, for `kind: dask`.")
+    arch: str | None = Field(
+        None, pattern="^(aarch64)$", description="For `kind: emulated`: the instruction set "
+        "emulated on this machine (`edgebuild board setup ARCH` provisions its board).")
+    cpu: str | None = Field(
+        None, pattern="^[a-z0-9][a-z0-9-]{0,40}$", description="For `kind: emulated`: the "
+        "CPU model qemu emulates, which decides the instruction set features (and so the "
+        "kernels) a runtime picks: `cortex-a72` (a Raspberry Pi 4: NEON, no dot product), "
+        "`cortex-a76`, `neoverse-n1`; default qemu's `max` (every feature it emulates).")
 
     @field_validator("host")
     @classmethod
@@ -101,7 +118,23 @@ class RunsOn(Strict):
             raise ValueError("`kind: dask` needs `resource:` (the worker's resource tag)")
         if self.kind is RunnerKind.SSH and not self.host:
             raise ValueError("`kind: ssh` needs `host:` (an ssh destination)")
+        if self.kind is RunnerKind.EMULATED and not self.arch:
+            raise ValueError("`kind: emulated` needs `arch:` (aarch64)")
+        if self.kind is not RunnerKind.EMULATED and (self.arch or self.cpu):
+            raise ValueError("`arch:` and `cpu:` are for `kind: emulated`")
         return self
+
+    @model_serializer(mode="wrap")
+    def _emulation_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """`arch` and `cpu` are written only where set: every other target's stage keys
+        stay what they were before emulated boards, and an SSH board running an older
+        edgebuild (whose RunsOn forbids unknown keys) still reads the task."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("arch", "cpu"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class Device(Strict):
@@ -124,3 +157,11 @@ class TargetProfile(Strict):
     )
     runs_on: RunsOn = Field(default_factory=RunsOn)
     measure: MeasureSettings = Field(default_factory=MeasureSettings)
+
+    @model_validator(mode="after")
+    def _emulates_its_device(self) -> TargetProfile:
+        if self.runs_on.kind is RunnerKind.EMULATED and self.runs_on.arch != self.device.arch:
+            raise ValueError(f"runs_on.arch {self.runs_on.arch!r} is not the device's arch "
+                             f"{self.device.arch!r}: an emulated board runs the device's "
+                             "instruction set")
+        return self

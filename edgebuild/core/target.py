@@ -24,6 +24,11 @@ def ssh_tag(host: str) -> str:
     return f"ssh:{host}"
 
 
+def emulated_tag(arch: str) -> str:
+    """The resource an emulated board's stage process holds (execute/remote/emulated.py)."""
+    return f"emulated:{arch}"
+
+
 def worker_resources() -> set[str]:
     return {r for r in os.environ.get(WORKER_RESOURCES_ENV, "").split(",") if r}
 
@@ -63,11 +68,23 @@ class Target(BaseModel):
     def runs_here(self) -> bool:
         """Whether this process is on the target's device: the build host for `host`,
         a Dask worker holding the target's resource tag for `dask`, the SSH host's
-        stage process for `ssh` (execute/remote/ssh.py)."""
-        kind = self.runs_on.kind
+        stage process for `ssh` (execute/remote/ssh.py), the emulated board's for
+        `emulated` (execute/remote/emulated.py)."""
+        kind, held = self.runs_on.kind, worker_resources()
         return kind is RunnerKind.HOST or (
-            kind is RunnerKind.DASK and self.runs_on.resource in worker_resources()) or (
-            kind is RunnerKind.SSH and ssh_tag(str(self.runs_on.host)) in worker_resources())
+            kind is RunnerKind.DASK and self.runs_on.resource in held) or (
+            kind is RunnerKind.SSH and ssh_tag(str(self.runs_on.host)) in held) or (
+            kind is RunnerKind.EMULATED and emulated_tag(str(self.runs_on.arch)) in held)
+
+    def emulated_reason(self, purpose: str) -> str:
+        """Why an emulated board cannot measure `purpose` ('' for accuracy: its kernels are
+        the device's, its numerics real); what it times is the emulator, never the device."""
+        if self.runs_on.kind is not RunnerKind.EMULATED or purpose != "latency":
+            return ""
+        cpu = f" -cpu {self.runs_on.cpu}" if self.runs_on.cpu else ""
+        return (f"not measurable here: on emulated {self.runs_on.arch} (qemu-user{cpu}) time "
+                f"and memory are the emulator's, not a {self.profile.device.name}'s; "
+                "accuracy there runs the device's kernels")
 
     def digest_data(self) -> dict[str, Any]:
         """The profile as plain data: what enters a target-specific stage's key."""

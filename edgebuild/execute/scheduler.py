@@ -216,17 +216,21 @@ class Scheduler:
                         worker=outcome.extra.get("worker", ""))
 
 
-def _placement(plan: Plan, stage: Stage) -> tuple[str | None, tuple[str, str] | None]:
-    """The Dask resource tag, or the SSH board (host, python), a stage must run on: the
-    target's device, for the stages the planner placed there (`Stage.runs_on`)."""
+def _placement(plan: Plan, stage: Stage) -> tuple[
+        str | None, tuple[str, str] | None, tuple[str, str] | None]:
+    """The Dask resource tag, the SSH board (host, python) or the emulated board (arch,
+    cpu) a stage must run on: the target's device, for the stages the planner placed
+    there (`Stage.runs_on`)."""
     if stage.runs_on is not Where.DEVICE or stage.target is None:
-        return None, None
+        return None, None, None
     runs_on = plan.recipe.targets[stage.target].runs_on
     if runs_on.kind is RunnerKind.DASK:
-        return runs_on.resource, None
+        return runs_on.resource, None, None
     if runs_on.kind is RunnerKind.SSH:
-        return None, (str(runs_on.host), runs_on.python)
-    return None, None
+        return None, (str(runs_on.host), runs_on.python), None
+    if runs_on.kind is RunnerKind.EMULATED:
+        return None, None, (str(runs_on.arch), runs_on.cpu or "")
+    return None, None, None
 
 
 def _inputs(stage: Stage, result: ExecutionResult) -> dict[str, Artifact]:

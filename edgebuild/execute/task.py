@@ -41,6 +41,9 @@ class StageTask:
     # (host, python) of the SSH board it must run on (runs_on: {kind: ssh}): the same
     # stages as for a Dask resource.
     ssh: tuple[str, str] | None = None
+    # (arch, qemu cpu or "") of the emulated board it must run on (runs_on: {kind:
+    # emulated}): the same stages again.
+    emulated: tuple[str, str] | None = None
 
 
 @dataclass
@@ -77,7 +80,7 @@ def device_of(plan: Plan, stage: Stage) -> str:
     """The name of the device a measuring stage occupies (its lock, its resource)."""
     assert stage.target is not None
     runs_on = plan.recipe.targets[stage.target].runs_on
-    where = runs_on.host or runs_on.serial or runs_on.resource or "local"
+    where = runs_on.host or runs_on.serial or runs_on.resource or runs_on.arch or "local"
     return f"{runs_on.kind.value}-{where}"
 
 

@@ -35,7 +35,9 @@ class TargetOp(Op):
     def run(self, ctx: StageContext, params: Any) -> OpResult:
         assert ctx.target is not None
         backend = load_backend(ctx.target.backend)
-        reason = backend.unmeasurable_reason(ctx.target, self.probes)
+        # An emulated board's time is the emulator's, whatever the backend could time.
+        reason = (ctx.target.emulated_reason(self.probes)
+                  or backend.unmeasurable_reason(ctx.target, self.probes))
         if reason:
             return self._unmeasurable(ctx, backend, params, reason)
         return self._run(ctx, backend, params)

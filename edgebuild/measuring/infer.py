@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.profile import RunnerKind
 from edgebuild.fidelity.outputs import save_outputs
 from edgebuild.measuring.base import TargetOp
 from edgebuild.measuring.reference import DatasetParams
@@ -35,6 +36,8 @@ class Infer(TargetOp):
         threads = ctx.target.measure.threads
         with backend.runner(ctx.input(), ctx.target, threads) as runner:
             where = runner.label(backend.where(ctx.target, "accuracy"))
+            if ctx.target.runs_on.kind is RunnerKind.EMULATED:
+                where = _emulated(ctx.target.runs_on.cpu, where)
             if len(samples):  # a dataset at another size than the example: resize first
                 runner.reshape({n: list(a.shape) for n, a in first_feeds(samples).items()})
             # one call per sample, or per step of a stream with this build's own state
@@ -44,3 +47,13 @@ class Infer(TargetOp):
         return OpResult(main="outputs.npz", format="outputs",
                         metadata={**stream_summary(samples, outputs),
                                   "dataset": params.dataset, "where": where})
+
+
+def _emulated(cpu: str | None, where: str) -> str:
+    """Which aarch64 kernels an emulated board's outputs come from: the CPU features the
+    runtime read (core/arm_features.py), beside what the backend says."""
+    from edgebuild.core.arm_features import kernel_features
+
+    said = (f"emulated aarch64, qemu-user -cpu {cpu or 'max'}: the runtime's aarch64 kernels "
+            f"for the CPU features {kernel_features()}")
+    return f"{said}; {where}" if where else said

@@ -50,7 +50,8 @@ def _absent_devices(loaded: LoadedRecipe, targets: set[str]) -> list[str]:
             continue
         runs_on = target.runs_on
         noun = {RunnerKind.ADB: "phone", RunnerKind.MACOS: "Mac",
-                RunnerKind.SSH: f"ssh host {runs_on.host}"}.get(
+                RunnerKind.SSH: f"ssh host {runs_on.host}",
+                RunnerKind.EMULATED: f"real {target.profile.device.name}"}.get(
             runs_on.kind, target.profile.device.name)
         if runs_on.kind is not RunnerKind.HOST and noun not in names:
             names.append(noun)

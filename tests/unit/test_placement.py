@@ -35,6 +35,8 @@ targets:
     gates: {latency: {budget_ms: 5}, accuracy: {dataset: d, min_cosine: 0.99}}
   rpi4:
     gates: {latency: {budget_ms: 50}, accuracy: {dataset: d, min_cosine: 0.99}}
+  rpi4-emulated:
+    gates: {latency: {budget_ms: 50}, accuracy: {dataset: d, min_cosine: 0.99}}
   jetson-orin-nano:
     gates: {latency: {budget_ms: 5}, accuracy: {dataset: d, min_cosine: 0.99}}
 """
@@ -156,17 +158,21 @@ def test_a_backend_that_compiles_on_the_device_gets_its_compile_placed_there(
 def test_the_scheduler_sends_a_device_stage_to_the_target_runner(tmp_path: Path) -> None:
     imported = {"manifest": "/b/manifest.json", "digest": "0" * 64}
     plan = plan_of(tmp_path, baselines={"jetson-orin-nano": imported})
-    board = (None, ("rpi4.local", plan.recipe.targets["rpi4"].runs_on.python))
-    worker = ("jetson-orin", None)
+    here = (None, None, None)
+    board = (None, ("rpi4.local", plan.recipe.targets["rpi4"].runs_on.python), None)
+    emulated = (None, None, ("aarch64", "cortex-a72"))
+    worker = ("jetson-orin", None, None)
     expected = {
-        "export-onnx": (None, None), "compile@rpi4": (None, None),
+        "export-onnx": here, "compile@rpi4": here,
         "infer@rpi4": board, "measure-latency@rpi4": board,
-        "compile@jetson-orin-nano": (None, None), "infer@jetson-orin-nano": (None, None),
+        "compile@rpi4-emulated": here,  # built here, run on the emulated board
+        "infer@rpi4-emulated": emulated, "measure-latency@rpi4-emulated": emulated,
+        "compile@jetson-orin-nano": here, "infer@jetson-orin-nano": here,
         "device-build@jetson-orin-nano": worker, "measure-latency@jetson-orin-nano": worker,
-        "import-baseline@jetson-orin-nano": (None, None),
+        "import-baseline@jetson-orin-nano": here,
         "device-build[baseline]@jetson-orin-nano": worker,
         "compare-latency@jetson-orin-nano": worker,
-        "infer@host-cpu": (None, None),  # a device, and it is this host
+        "infer@host-cpu": here,  # a device, and it is this host
     }
     assert {sid: _placement(plan, plan.stage(sid)) for sid in expected} == expected
 

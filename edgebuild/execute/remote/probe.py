@@ -12,7 +12,9 @@ the backend's cheap `probe` first; only when it cannot tell does the stage run::
 
 It applies only to tasks that would run on this machine (not over ssh, not on a
 Dask cluster, whose workers may hold the device), where the probe's answer is the
-one a local worker would give: both read the same environment.
+one a local worker would give: both read the same environment. An emulated board's
+latency is answered here too (the emulator's time is never the device's); its other
+stages go to the board.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from edgebuild.core.profile import RunnerKind
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError
 from edgebuild.registry import load_backend, load_op
@@ -34,6 +37,8 @@ def absent_reason(task: StageTask) -> str | None:
     if not purpose or not task.spec.get("target"):
         return None
     target = Target.model_validate(task.spec["target"])
+    if target.runs_on.kind is RunnerKind.EMULATED:  # the backend would ask this machine
+        return target.emulated_reason(purpose) or None
     try:
         backend = load_backend(target.backend)
         asks_profile = bool((task.spec.get("params") or {}).get("profile"))

@@ -4,6 +4,7 @@ executor seam (executor.py): itself a StageExecutor around the run's own.
 
     scheduler ── task ──▶ DeviceRouter ─┬─ device absent ─▶ answered here (probe.py)
                                         ├─ task.ssh set ──▶ ship(SshTransport) (ssh.py)
+                                        ├─ task.emulated ─▶ ship(EmulatedTransport) (emulated.py)
                                         └─ otherwise ────▶ LocalExecutor | DaskExecutor
 
 A stage that first asks whether its device is here (`Op.probes`) is asked in this
@@ -43,15 +44,23 @@ class DeviceRouter:
             reason = absent_reason(task)
             if reason is not None:
                 return answered(task, reason)
-        if task.ssh is None:
+        if task.ssh is None and task.emulated is None:
             return self.base.submit(task)
         if self._boards is None:
-            self._boards = ThreadPoolExecutor(thread_name_prefix="edgebuild-ssh")
+            self._boards = ThreadPoolExecutor(thread_name_prefix="edgebuild-board")
         return self._boards.submit(self._on_board, task)
 
     def _on_board(self, task: StageTask) -> TaskOutcome:
-        from edgebuild.execute.remote.ssh import SshTransport
         from edgebuild.execute.remote.transport import ship
+
+        if task.emulated is not None:
+            from edgebuild.execute.remote.emulated import EmulatedTransport
+
+            arch, cpu = task.emulated
+            # One stage at a time: an emulated stage takes a core of this machine for minutes.
+            with device_lock(self.locks, f"emulated-{arch}"):
+                return ship(task, EmulatedTransport(arch, cpu), self._digests)
+        from edgebuild.execute.remote.ssh import SshTransport
 
         assert task.ssh is not None
         host, python = task.ssh

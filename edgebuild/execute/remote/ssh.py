@@ -183,12 +183,23 @@ def read_reply(data: bytes, out: Path) -> tuple[BoardReply, dict[Path, bytes]]:
     return reply, files
 
 
-def _exchange(command: list[str], payload: bytes) -> tuple[int | None, bytes, str, str]:
+def task_payload(carried: Carried, files: Files, resource: str) -> bytes:
+    """The tar a board reads on stdin (`serve_stdin`): task.json and the stage's files.
+    `resource`: what the board's stage process holds (Target.runs_here reads it)."""
+    header = {"spec": carried.spec, "digests": {d: digest for d, (digest, _) in files.items()},
+              "resources": [resource], "expect_modules": carried.expect_modules}
+    members = {"task.json": json.dumps(header).encode()}
+    members.update({f"files/{dest}": data for dest, (_, data) in files.items()})
+    return _pack(members)
+
+
+def _exchange(command: list[str], payload: bytes, env: dict[str, str] | None = None
+              ) -> tuple[int | None, bytes, str, str]:
     """Run `command` with `payload` on stdin: (exit code, stdout, stderr's tail, problem).
     stdout is cut at MAX_RESULT_BYTES and the run at TIMEOUT_S; `problem` says which
-    (exit code None)."""
+    (exit code None). `env`: the command's environment (default: this one's)."""
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdin, stderr = proc.stdin, proc.stderr
     tail = bytearray()
@@ -254,13 +265,10 @@ class SshTransport:
         from edgebuild.core.target import ssh_tag
 
         host = self.host
-        header = {"spec": carried.spec, "digests": {d: digest for d, (digest, _) in files.items()},
-                  "resources": [ssh_tag(host)], "expect_modules": carried.expect_modules}
-        members = {"task.json": json.dumps(header).encode()}
-        members.update({f"files/{dest}": data for dest, (_, data) in files.items()})
         command = ssh_command(host, f"{shlex.quote(self.python)} -m {BOARD}")
         try:
-            returncode, stdout, stderr, problem = _exchange(command, _pack(members))
+            returncode, stdout, stderr, problem = _exchange(
+                command, task_payload(carried, files, ssh_tag(host)))
         except FileNotFoundError:
             return _unmeasurable(f"no `ssh` client on this machine to reach {host}",
                                  "install OpenSSH's client")
