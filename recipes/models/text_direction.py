@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))  # text_lines.py travels beside it
-from text_lines import PHRASES, render  # noqa: E402
+from text_lines import PHRASES, render
 
 HEIGHT, WIDTH = 48, 192
 
