@@ -83,7 +83,7 @@ class Target(BaseModel):
             return ""
         cpu = f" -cpu {self.runs_on.cpu}" if self.runs_on.cpu else ""
         return (f"not measurable here: on emulated {self.runs_on.arch} (qemu-user{cpu}) time "
-                f"and memory are the emulator's, not a {self.profile.device.name}'s; "
+                f"and memory are the emulator's, not the {self.profile.device.name}'s; "
                 "accuracy there runs the device's kernels")
 
     def digest_data(self) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def test_an_emulated_board_never_times_the_device_but_runs_its_accuracy() -> Non
                                                cpu="cortex-a72"))
     reason = target.emulated_reason("latency")
     assert reason.startswith("not measurable here: on emulated aarch64 (qemu-user -cpu "
-                             "cortex-a72)") and "not a Raspberry Pi 4's" in reason
+                             "cortex-a72)") and "not the Raspberry Pi 4's" in reason
     assert target.emulated_reason("accuracy") == ""
     assert Target(name="h", profile=profile()).emulated_reason("latency") == ""
     assert not target.runs_here  # only the board's stage process holds its tag

@@ -224,3 +224,23 @@ def test_a_failed_conversion_shows_the_pinned_shapes_and_onnx2tfs_exception(
     assert "node '/encoder.0/Relu'" in str(error)
     assert "x [1, 129, 4]" in error.hint and "sequence_length" not in error.hint
     assert "ValueError: Dimensions must be equal" in error.hint
+
+
+def test_node_names_tensorflow_refuses_are_made_scope_names(tmp_path: Path) -> None:
+    """PaddlePaddle's `Softmax@0` (PP-OCR's direction classifier) failed onnx2tf as a
+    TensorFlow scope; PyTorch's `/features/features.0/Conv` is a scope and is kept."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from edgebuild.backends.tflite.prepare_onnx import name_nodes_and_infer_shapes
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/features/features.0/Relu"),
+             helper.make_node("Softmax", ["a"], ["b"], name="Softmax@0"),
+             helper.make_node("Relu", ["b"], ["c"], name="Softmax_0"),  # taken already
+             helper.make_node("Relu", ["c"], ["y"])]
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in "xy"]
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", value[:1], value[1:])), path)
+    name_nodes_and_infer_shapes(path)
+    assert [n.name for n in onnx.load(path).graph.node] == [
+        "/features/features.0/Relu", "Softmax_0_1", "Softmax_0", "sng_Relu_3"]

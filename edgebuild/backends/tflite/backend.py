@@ -24,6 +24,7 @@ from edgebuild.backends.tflite.options import (
     TfliteOptions,
 )
 from edgebuild.core.op import OpResult, StageContext
+from edgebuild.core.profile import RunnerKind
 from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class TfliteBackend(Backend[TfliteOptions]):
         if purpose == "latency" and options.latency_on is LatencyOn.DEVICE:
             return f"device: Android phone over adb, {options.delegate.value} delegate"
         kernels = "builtin kernels" if options.delegate is Delegate.CPU else "XNNPACK"
+        if target.runs_on.kind is RunnerKind.EMULATED:  # the phone's CPU kernels, emulated
+            return f"ai-edge-litert interpreter, {kernels} (the phone's CPU path)"
         return (f"host: {platform.machine()} ai-edge-litert interpreter, {kernels} — a host "
                 f"figure, not the phone's ({options.delegate.value} delegate)")
 

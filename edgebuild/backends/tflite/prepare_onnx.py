@@ -13,6 +13,7 @@ numpy are imported inside the functions, as in onnx_to_tf.py: `plan` loads the o
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,20 +60,42 @@ def unbatched_inputs(model: onnx.ModelProto, declared: list[dict[str, Any]]) -> 
 
 
 def name_nodes_and_infer_shapes(path: Path) -> None:
-    """Name unnamed nodes as onnx2tf would (`sng_<op>_<n>`) and store shapes inferred
-    with data propagation, so a Reshape whose target is computed from `Shape` gets
-    static dimensions on a pinned model (the graph still computes them at run time)."""
+    """Name unnamed nodes as onnx2tf would (`sng_<op>_<n>`), make every node name one
+    TensorFlow takes as a scope (`tf_scope_name`), and store shapes inferred with data
+    propagation, so a Reshape whose target is computed from `Shape` gets static
+    dimensions on a pinned model (the graph still computes them at run time)."""
     import onnx
 
     model = onnx.load(str(path))
+    taken = {node.name for node in model.graph.node}
     for index, node in enumerate(model.graph.node):
         if not node.name:
             node.name = f"sng_{node.op_type}_{index}"
+        elif not TF_SCOPE.fullmatch(node.name):
+            node.name = tf_scope_name(node.name, taken)
     del model.graph.value_info[:]
     # onnx2tf converts without stored shapes too; shapes are a help
     with contextlib.suppress(Exception):
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     onnx.save(model, str(path))
+
+
+# TensorFlow's scope names (tensorflow/python/framework/ops.py, as its error quotes it);
+# onnx2tf names each layer after its ONNX node, and a name outside this set is a
+# ValueError. PyTorch's `/features/features.0/Conv` is inside it and is kept as it is.
+TF_SCOPE = re.compile(r"[A-Za-z0-9_.\\/>-]*")
+
+
+def tf_scope_name(name: str, taken: set[str]) -> str:
+    """`name` as TensorFlow takes it, unique among `taken` (which it joins). PaddlePaddle's
+    exports name nodes `Softmax@0`, `conv2d_0.tmp_0@relu`: onnx2tf failed on PP-OCR's
+    text-direction classifier with "'Softmax@0' is not a valid scope name"."""
+    safe = re.sub(r"[^A-Za-z0-9_.\\/>-]", "_", name)
+    unique, count = safe, 1
+    while unique in taken:
+        unique, count = f"{safe}_{count}", count + 1
+    taken.add(unique)
+    return unique
 
 
 def drop_full_slice_axes(path: Path) -> None:

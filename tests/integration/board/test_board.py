@@ -103,7 +103,7 @@ def test_one_build_on_x86_and_on_the_board(board: Board, tmp_path: Path,
     assert "emulated aarch64, qemu-user -cpu cortex-a72" in where and "asimd; not" in where
     for timed in ("latency", "memory"):  # the emulator's time is never the Pi's
         assert arm_gates[timed]["status"] == "unmeasurable"
-        assert "emulator's, not a Raspberry Pi 4" in arm_gates[timed]["message"]
+        assert "emulator's, not the Raspberry Pi 4" in arm_gates[timed]["message"]
 
 
 def test_an_int8_build_is_gated_on_the_board(board: Board, tmp_path: Path,
@@ -130,3 +130,34 @@ def test_an_int8_build_is_gated_on_the_board(board: Board, tmp_path: Path,
     ran, reused = [s for s in report["stages"] if s["op"] == "infer"]
     assert ran["worker"] == "emulated:aarch64/cortex-a72"  # the second is the same stage
     assert reused["cached"] and reused["key"] == ran["key"]
+
+
+def test_litert_on_the_board_runs_a_phones_cpu_kernels(board: Board, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The android targets' CPU path (LiteRT with XNNPACK) on an emulated Cortex-A76 (dot
+    product, fp16) beside the same build on this machine. The model is PaddlePaddle's
+    export, whose node names (`Softmax@0`) onnx2tf once refused as TensorFlow scopes."""
+    monkeypatch.setenv("EDGEBUILD_CACHE_DIR", str(tmp_path / "cache"))
+    accuracy = "{dataset: lines, min_top1_agreement: 100, min_cosine: 0.9999}"
+    code, report = run(tmp_path, f"""\
+  android-host:
+    profile: android
+    options: {{delegate: xnnpack, latency_on: host}}
+    gates: {{accuracy: {accuracy}}}
+  android-arm:
+    profile: android-arm-emulated
+    gates: {{accuracy: {accuracy}, latency: {{percentile: 50, budget_ms: 20}}}}
+""", "litert")
+    assert code == 0, report
+    stages = {s["id"]: s for s in report["stages"]}
+    assert stages["infer@android-arm"]["worker"] == "emulated:aarch64/cortex-a76"
+    x86 = outputs(report, "infer@android-host", tmp_path / "cache")
+    arm = outputs(report, "infer@android-arm", tmp_path / "cache")
+    assert x86.shape == arm.shape == (8, 2)
+    np.testing.assert_allclose(arm, x86, atol=1e-4)  # 1.2e-7 measured on 32 lines
+    assert (arm.argmax(1) == x86.argmax(1)).all()
+    arm_gates = gates(report, "android-arm")
+    where = arm_gates["accuracy"]["message"]
+    assert "qemu-user -cpu cortex-a76" in where and "asimddp" in where.split("; not")[0]
+    assert "XNNPACK (the phone's CPU path)" in where and "a host figure" not in where
+    assert arm_gates["latency"]["status"] == "unmeasurable"
