@@ -59,6 +59,7 @@ def gate(report: dict, name: str) -> dict:  # type: ignore[type-arg]
 def test_fashion_mnist_recipe(fashion_mnist_build: SessionBuild) -> None:
     # The cold build is the session's (tests/conftest.py), shared with the CI files' test.
     build = fashion_mnist_build
+    build.skip_if_busy()
     report = cached_again(FASHION_RECIPE, build.out, build.busy, "--cache-dir", str(build.cache))
     accuracy = gate(report, "accuracy")
     assert accuracy["measured"]["samples"] == 10000
@@ -69,6 +70,7 @@ def test_fashion_mnist_recipe(fashion_mnist_build: SessionBuild) -> None:
 def test_quickstart_recipe(quickstart_build: SessionBuild) -> None:
     # The cold build is the session's (tests/conftest.py), shared with the fleet's test.
     build = quickstart_build
+    build.skip_if_busy()
     report = cached_again(QUICKSTART, build.out, build.busy, "--cache-dir", str(build.cache))
     accuracy = gate(report, "accuracy")
     assert accuracy["measured"]["top1_agreement"] >= 99

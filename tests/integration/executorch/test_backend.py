@@ -8,6 +8,7 @@ lower are named in the error."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,14 @@ def test_fp32_and_int8_pte_pass_their_gates_with_host_labels(
         accuracy = gates[(target, "accuracy")]
         assert accuracy["status"] == "passed", accuracy["message"]
         assert "ExecuTorch runtime" in accuracy["details"]["where"]
-        # Timed here, so labelled a host figure whatever the machine's load made of it.
+        # Timed here, so labelled a host figure; a busy machine may leave it undecided or
+        # not measurable (the load, said), never failed.
         latency = gates[(target, "latency")]
-        assert "a host figure, not the phone's" in latency["message"]
         if latency["status"] != "passed":
-            assert latency["status"] == "undecided", latency["message"]
-            assert "busy" in latency["message"] or "load" in latency["message"]
+            assert latency["status"] in ("undecided", "unmeasurable"), latency["message"]
+            assert re.search(r"other processes used|load \d", latency["message"]), latency
+        else:
+            assert "a host figure, not the phone's" in latency["message"]
     # fp32: the .pte computes what PyTorch does (gate 0.999; 1.0000 measured).
     assert gates[("android-executorch", "accuracy")]["measured"]["cosine"] >= 0.9999
 
