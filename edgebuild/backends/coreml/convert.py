@@ -1,13 +1,15 @@
 """PyTorch -> Core ML mlprogram (.mlpackage) with coremltools, then weight compression.
 
 coremltools is imported only here and only when a stage runs: `import coremltools`
-takes seconds and pulls in torch (and TensorFlow when it is installed).
+takes seconds and pulls in torch, and it probes every optional framework it can convert
+from by importing it (see `UNUSED_FRAMEWORKS`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,28 @@ if TYPE_CHECKING:
     from edgebuild.backends.coreml.options import CoreMlOptions
 
 
+# What coremltools imports at its own import to learn which converters it may offer
+# (coremltools/_deps/__init__.py, 9.0): TensorFlow, scikit-learn, ExecuTorch's exir (its
+# edge dialect's YAML alone is seconds), XGBoost, libsvm. edgebuild converts from PyTorch
+# only, so a process that has not imported them yet does not for coremltools: 7 s of a
+# 10 s import (AVX2 EPYC), paid by every Core ML stage. A process that already has one
+# (ExecuTorch's Core ML partitioner) keeps it.
+UNUSED_FRAMEWORKS = ("tensorflow", "sklearn", "executorch", "xgboost", "libsvm")
+
+
+@contextmanager
+def _unused_frameworks_hidden() -> Iterator[None]:
+    hidden = [name for name in UNUSED_FRAMEWORKS if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
 @contextmanager
 def quiet_coremltools() -> Iterator[Any]:
     """coremltools, imported with its version warnings and progress bars silenced (they
@@ -31,7 +55,8 @@ def quiet_coremltools() -> Iterator[Any]:
         warnings.simplefilter("ignore")
         logging.getLogger("coremltools").setLevel(logging.ERROR)
         try:
-            import coremltools as ct
+            with _unused_frameworks_hidden():
+                import coremltools as ct
         except ImportError:
             raise BackendUnavailable("coreml", "coremltools is not installed",
                                      "coreml") from None

@@ -5,6 +5,8 @@ for latency, and a traced control-flow model caught instead of silently frozen."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -305,3 +307,22 @@ def test_core_ml_predicts_what_the_proxy_predicts_on_a_mac(fashion_build: Path) 
                      half=True) as proxy:
         guess = proxy.infer(feeds)["logits"]
     assert io and np.allclose(real, guess, atol=0.05)
+
+
+def test_coremltools_loads_without_the_frameworks_it_only_probes() -> None:
+    # coremltools imports TensorFlow, scikit-learn and ExecuTorch at its own import to
+    # learn what it may convert from (7 s of 10 here); the PyTorch path needs none, and
+    # they are importable again afterwards.
+    script = """
+import sys
+from edgebuild.backends.coreml.convert import UNUSED_FRAMEWORKS, quiet_coremltools
+with quiet_coremltools() as ct:
+    assert ct.__version__
+print(sorted(m for m in UNUSED_FRAMEWORKS if m in sys.modules))
+import sklearn
+print(sklearn.__name__)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=False, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "sklearn"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +160,20 @@ def test_keep_float_names_modules_as_the_other_int8_paths_do() -> None:
     assert "linear" in (raised.value.hint or "")
     with pytest.raises(ValidationError, match="needs `precision: int8`"):
         ExecutorchOptions(keep_float=["linear"])
+
+
+def test_the_runtime_is_imported_without_the_compiler() -> None:
+    # Running a .pte needs the bindings, not executorch.exir's compiler (4.5 s of imports
+    # here); the compiler still imports whole afterwards.
+    script = """
+import sys
+from edgebuild.backends.executorch.runner import runtime_module
+names = runtime_module().Runtime.get().backend_registry.registered_backend_names
+print("XnnpackBackend" in names, "executorch.exir.program" in sys.modules)
+import executorch.exir
+print(callable(executorch.exir.to_edge_transform_and_lower))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=False, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "True"]
