@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -151,6 +152,7 @@ def cached_rerun(before: set[str]) -> str:
 
 QUICKSTART = "recipes/quickstart.yaml"
 FASHION_RECIPE = "recipes/fashion-mnist.yaml"
+VOICE_ACTIVITY = "recipes/voice-activity.yaml"
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,15 @@ def fashion_mnist_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuil
     """recipes/fashion-mnist.yaml as committed (its real finetune, 10,000 test images)
     built once (cold_build)."""
     return cold_build(tmp_path_factory, FASHION_RECIPE, "fashion")
+
+
+@pytest.fixture(scope="session")
+def voice_activity_build(tmp_path_factory: pytest.TempPathFactory) -> SessionBuild:
+    """recipes/voice-activity.yaml (Silero VAD from PyPI, five targets) built once
+    (cold_build): its ONNX Runtime, TFLite and QNN tests read it."""
+    if importlib.util.find_spec("silero_vad") is None:
+        pytest.skip("needs silero-vad (scripts/setup.sh installs it --no-deps)")
+    return cold_build(tmp_path_factory, VOICE_ACTIVITY, "voice-activity")
 
 
 @pytest.fixture(autouse=True)
@@ -297,6 +308,9 @@ SESSION_BUILD_USERS: dict[str, tuple[str, ...]] = {
                              "test_the_pte_loads_and_runs_in_the_runtime"))),
     "fashion_mnist_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
                       "tests/e2e/test_ci_workflows.py"),
+    "voice_activity_build": ("tests/e2e/test_recipes.py::test_voice_activity_recipe",
+                             "tests/integration/tflite/test_voice_activity.py",
+                             "tests/integration/qnn/test_lstm_decomposed.py"),
 }
 
 

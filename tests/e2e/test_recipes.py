@@ -13,6 +13,7 @@ from tests.conftest import (
     QUICK_TIMING,
     QUICKSTART,
     REPO,
+    VOICE_ACTIVITY,
     SessionBuild,
     cached_rerun,
     edgebuild,
@@ -269,16 +270,15 @@ def test_detector_recipe_host_cpu(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("silero_vad") is None,
                     reason="needs silero-vad (scripts/setup.sh installs it --no-deps)")
-def test_voice_activity_recipe(tmp_path: Path) -> None:
+def test_voice_activity_recipe(voice_activity_build: SessionBuild) -> None:
     """A streaming model: a scalar `sr` that selects an `If` branch (its declared value
     16000 in latency runs), a state without a sample axis, the recording evaluated step
     by step with each build's own state, latency per step (issue 30)."""
-    out = tmp_path / "out"
-    cold = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
-    if cold.returncode in (0, 1):
-        skip_if_the_machine_was_busy(out)
-    assert cold.returncode == 0, cold.stdout + cold.stderr
-    report = json.loads((out / "report.json").read_text())
+    # The cold build is the session's (tests/conftest.py), shared with the TFLite and QNN
+    # tests of the same recipe.
+    build = voice_activity_build
+    build.skip_if_busy()
+    report = json.loads((build.out / "report.json").read_text())
     accuracy = gate(report, "accuracy[output]")
     assert accuracy["measured"]["samples"] == 487
     assert accuracy["measured"]["max_abs_error"] <= 1e-3
@@ -287,13 +287,6 @@ def test_voice_activity_recipe(tmp_path: Path) -> None:
     assert " ms per step " in gate(report, "latency")["message"]
     assert {t["name"] for t in report["targets"]} == {"host-cpu", "intel-cpu", "host-cpu-int8",
                                                       "android", "snapdragon"}
-    # Again: all cached, but for a latency timed under load (never cached, issue 27).
-    retimed = {s["id"] for s in report["stages"] if s["metadata"].get("untrusted")}
-    cached = edgebuild("run", "recipes/voice-activity.yaml", "--out", str(out))
-    again = json.loads((out / "report.json").read_text())["stages"]
-    # snapdragon's latency (no phone here) is unmeasurable, which is never cached either
-    assert all(s["cached"] or s["outcome"] == "unmeasurable" or s["id"] in retimed
-               for s in again), (cached.stdout[-3000:] + cached.stderr[-3000:])
-    if cached.returncode == 1:  # a latency re-timed under load may not be timeable now
-        skip_if_the_machine_was_busy(out)
-    assert cached.returncode == 0, cached.stdout + cached.stderr
+    # Again: all cached, but for a latency timed under load (never cached, issue 27) and
+    # snapdragon's latency (no phone here: unmeasurable, never cached either).
+    cached_again(VOICE_ACTIVITY, build.out, build.busy, "--cache-dir", str(build.cache))

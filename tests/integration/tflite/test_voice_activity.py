@@ -10,41 +10,24 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import edgebuild
-from tests.integration.stream_models import SILERO_VAD
+from tests.conftest import SessionBuild
 
 pytestmark = [pytest.mark.tflite, pytest.mark.slow]
-
-RECIPE = f"""\
-name: vad-tflite
-{SILERO_VAD}targets:
-  android:
-    passes: [fold-inputs: {{inputs: [sr]}}]
-    options: {{latency_on: host}}
-    gates:
-      accuracy:
-        - {{dataset: speech, output: output, task: regression, max_abs_error: 0.001,
-           min_decision_agreement: 100, threshold: 0.5}}
-        - {{dataset: speech, output: stateN, task: regression, min_cosine: 0.9999}}
-"""
 
 
 @pytest.mark.skipif(importlib.util.find_spec("silero_vad") is None,
                     reason="needs silero-vad (scripts/setup.sh installs it --no-deps)")
-def test_silero_vad_streams_on_tflite_as_fp32_does(tmp_path: Path) -> None:
-    recipe = tmp_path / "vad.yaml"
-    recipe.write_text(RECIPE)
-    out = tmp_path / "out"
-    run = edgebuild("run", str(recipe), "--out", str(out), "--cache-dir", str(tmp_path / "c"))
-    assert run.returncode == 0, run.stdout + run.stderr
-    report = json.loads((out / "report.json").read_text())
+def test_silero_vad_streams_on_tflite_as_fp32_does(voice_activity_build: SessionBuild) -> None:
+    # recipes/voice-activity.yaml's android target (`sr` folded, the LiteRT interpreter
+    # here), read from the session's build of the recipe (tests/conftest.py).
+    report = json.loads((voice_activity_build.out / "report.json").read_text())
     converted = next(s for s in report["stages"] if s["id"].startswith("onnx-to-tf"))
     assert converted["metadata"]["kept_shape_inputs"] == ["state"]
-    gates = {g["gate"]: g for g in report["targets"][0]["gates"]}
+    android = next(t for t in report["targets"] if t["name"] == "android")
+    gates = {g["gate"]: g for g in android["gates"]}
     speech, state = gates["accuracy[output]"], gates["accuracy[stateN]"]
     assert "487 steps (1 sequence, each build carrying its own state)" in speech["message"]
     assert "ai-edge-litert interpreter" in speech["message"]
