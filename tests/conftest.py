@@ -161,7 +161,9 @@ class SessionBuild:
     `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
     tests/integration/fleet publishes it, tests/integration/executorch reads its .pte) and
     `fashion_mnist_build` (the e2e check re-runs it cached, tests/e2e/test_ci_workflows.py
-    starts its CI service's cache from it)."""
+    starts its CI service's cache from it) and `voice_activity_build` (its e2e check
+    re-runs it cached; the TFLite and QNN streaming checks read its android and
+    snapdragon targets)."""
 
     out: Path
     cache: Path
