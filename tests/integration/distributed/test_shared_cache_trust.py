@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from tests.conftest import edgebuild, make_tiny_onnx
+from tests.conftest import TINY_RECIPE, edgebuild, make_tiny_onnx
 
 pytest.importorskip("fsspec", reason="--shared-cache needs fsspec (extra: distributed)")
 pytest.importorskip("cryptography", reason="signed shared caches need cryptography")
@@ -53,15 +57,38 @@ def poison(folder: Path, edit: Callable[[dict[str, Any]], None],
     (folder / "artifact.json").write_text(json.dumps(manifest))
 
 
+@pytest.fixture(scope="module")
+def machine_a(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path,
+                                                                dict[str, dict[str, Any]]]:
+    """(recipe, config dir, the team store, A's stages): machine A built and uploaded
+    everything, once for the module; each test poisons a copy of the store (`built`)."""
+    root = tmp_path_factory.mktemp("machine-a")
+    project = root / "project"
+    project.mkdir()
+    make_tiny_onnx(project / "tiny.onnx")
+    rng = np.random.default_rng(0)
+    np.savez(project / "samples.npz", x=rng.standard_normal((16, 4)).astype(np.float32),
+             y=rng.integers(0, 3, 16))
+    recipe = project / "tiny.yaml"
+    recipe.write_text(textwrap.dedent(TINY_RECIPE))
+    config, team = root / "config", root / "team-cache"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CONFIG_HOME", str(config))
+        env.setenv("EDGEBUILD_QUIET_WAIT_S", os.environ.get("EDGEBUILD_QUIET_WAIT_S", "3"))
+        first, _ = run(recipe, root / "a", root / "cache", "--shared-cache", str(team))
+    return recipe, config, team, first
+
+
 @pytest.fixture
-def built(tiny_project: Callable[..., Path], tmp_path: Path,
+def built(machine_a: tuple[Path, Path, Path, dict[str, dict[str, Any]]], tmp_path: Path,
           monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict[str, dict[str, Any]]]:
-    """(recipe, the team store, machine A's stages): A built and uploaded everything.
-    A and B are one user here (one config dir, one key), so B trusts A."""
-    recipe = tiny_project()
-    team = tmp_path / "team-cache"
-    first, _ = run(recipe, tmp_path / "a", tmp_path / "machine-a", "--shared-cache", str(team))
-    return recipe, team, first
+    """(recipe, this test's copy of the team store, machine A's stages). A and B are one
+    user here (A's config dir, so A's key), so B trusts A."""
+    recipe, config, team, first = machine_a
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    copy = tmp_path / "team-cache"
+    shutil.copytree(team, copy)
+    return recipe, copy, first
 
 
 def unsigned(manifest: dict[str, Any]) -> None:
