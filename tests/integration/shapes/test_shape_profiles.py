@@ -5,6 +5,7 @@ accuracy gated on two datasets of different image sizes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -71,6 +72,22 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+Gates = dict[str, dict[str, dict]]  # target -> gate -> the report's gate
+
+
+@pytest.fixture(scope="module")
+def every_target(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Gates]:
+    """The recipe's ONNX Runtime and OpenVINO targets and, where ai-edge-litert is
+    installed, the TFLite one, built in one run (one export, one reference per dataset)
+    for the module's tests to read."""
+    folder = tmp_path_factory.mktemp("shapes")
+    rng = np.random.default_rng(0)
+    np.savez(folder / "small.npz", image=rng.random((4, 3, 16, 24), dtype=np.float32))
+    np.savez(folder / "large.npz", image=rng.random((4, 3, 64, 96), dtype=np.float32))
+    tflite = TFLITE if importlib.util.find_spec("ai_edge_litert") is not None else ""
+    return folder, _run(folder, RECIPE + tflite)
+
+
 def _run(project: Path, recipe: str, *targets: str) -> dict[str, dict[str, dict]]:
     (project / "shapes.yaml").write_text(recipe)
     args = [a for t in targets for a in ("--target", t)]
@@ -88,8 +105,9 @@ def _run(project: Path, recipe: str, *targets: str) -> dict[str, dict[str, dict]
 @pytest.mark.slow
 @pytest.mark.onnxruntime
 @pytest.mark.openvino
-def test_two_profiles_on_onnxruntime_and_openvino(project: Path) -> None:
-    gates = _run(project, RECIPE, "host-cpu", "ov-static", "ov-dynamic")
+def test_two_profiles_on_onnxruntime_and_openvino(
+        every_target: tuple[Path, Gates]) -> None:
+    project, gates = every_target
     for target in ("host-cpu", "ov-static", "ov-dynamic"):
         small, large = gates[target]["latency[small]"], gates[target]["latency[large]"]
         assert small["status"] == large["status"] == "passed", (small, large)
@@ -114,9 +132,10 @@ def test_two_profiles_on_onnxruntime_and_openvino(project: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.tflite
-def test_tflite_resizes_the_pinned_model(project: Path) -> None:
+def test_tflite_resizes_the_pinned_model(
+        every_target: tuple[Path, Gates]) -> None:
     pytest.importorskip("ai_edge_litert", reason="the TFLite backend needs ai-edge-litert")
-    gates = _run(project, RECIPE + TFLITE, "android")["android"]
+    gates = every_target[1]["android"]
     small, large = gates["latency[small]"], gates["latency[large]"]
     assert small["status"] == large["status"] == "passed", (small, large)
     # Pinned at 32x48, resized by the runner: NHWC in, the heat map out at each size.
