@@ -307,6 +307,7 @@ SESSION_BUILD_USERS: dict[str, tuple[str, ...]] = {
                          *(f"tests/integration/executorch/test_backend.py::{name}" for name in (
                              "test_fp32_and_int8_pte_pass_their_gates_with_host_labels",
                              "test_delegation_table_lists_what_xnnpack_took",
+                             "test_the_profile_names_xnnpacks_kernels_and_their_precision",
                              "test_the_pte_loads_and_runs_in_the_runtime"))),
     "fashion_mnist_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
                       "tests/e2e/test_ci_workflows.py"),

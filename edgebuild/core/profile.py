@@ -51,8 +51,9 @@ class MeasureSettings(Strict):
     profile: bool = Field(
         False, description="After the timed runs, take a per-operator profile in a run of "
         "its own (ONNX Runtime's profiler, OpenVINO's performance counters, LiteRT's "
-        "profiler; on a device benchmark_model's or trtexec's per-layer tables) and the "
-        "runtime's peak memory in a fresh process; the report shows both "
+        "profiler, ExecuTorch's ETDump; on a device benchmark_model's or trtexec's "
+        "per-layer tables) and the runtime's peak memory in a fresh process; the report "
+        "shows both "
         "(docs/profiles.md). Off: neither runs, and timing is unchanged.")
 
     @model_validator(mode="after")

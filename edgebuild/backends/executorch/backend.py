@@ -8,8 +8,9 @@ ExecuTorch converts from PyTorch, so its targets skip the recipe's ONNX passes
 (`inherit_passes: false`), as Core ML's do. Accuracy runs the .pte here in
 ExecuTorch's own runtime (its Python bindings: the same program, and XNNPACK's
 kernels built for this CPU); latency runs here too (`latency_on: host`, labelled
-as host figures, as the TFLite android targets are) — timing it on the phone is not
-implemented yet, so `latency_on: device` is "not measurable here".
+as host figures, as the TFLite android targets are), and `measure.profile` adds
+the runtime's per-operator profile (ETDump: profile.py) — timing it on the phone is
+not implemented yet, so `latency_on: device` is "not measurable here".
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from edgebuild.core.op import OpResult, StageContext
 from edgebuild.core.target import Target
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from edgebuild.core.artifact import Artifact
+    from edgebuild.measure.record import OpProfile
 
 PROGRAM = "model.pte"
 DEVICE_LATENCY = ("not measurable here: timing a .pte on the phone (ExecuTorch's "
@@ -89,6 +93,18 @@ class ExecutorchBackend(Backend[ExecutorchOptions]):
         from edgebuild.backends.executorch.runner import ExecutorchRunner
 
         return ExecutorchRunner(artifact.main, artifact.metadata["io"], threads)
+
+    def op_profile(self, artifact: Artifact, target: Target, threads: int | None,
+                   feeds: dict[str, np.ndarray], shapes: dict[str, list[int]],
+                   runs: int) -> OpProfile | None:
+        """ExecuTorch's ETDump of the .pte on this host, read by its Inspector
+        (profile.py): XNNPACK's own operators, each with the kernel it ran."""
+        from edgebuild.backends.executorch.profile import op_profile
+        from edgebuild.measure.record import OpProfile
+
+        if self.options(target).latency_on is LatencyOn.DEVICE:
+            return OpProfile(unmeasurable=DEVICE_LATENCY)
+        return op_profile(artifact.main, artifact.metadata["io"], threads, feeds, runs)
 
     def memory_measurable(self, target: Target) -> bool:
         """The runtime runs in the measuring process on the host; a phone's is its own."""

@@ -50,6 +50,25 @@ def test_fp32_and_int8_pte_pass_their_gates_with_host_labels(
     assert gates[("android-executorch", "accuracy")]["measured"]["cosine"] >= 0.9999
 
 
+@pytest.mark.slow
+def test_the_profile_names_xnnpacks_kernels_and_their_precision(
+        quickstart_build: SessionBuild) -> None:
+    """`measure.profile` on the int8 build: ExecuTorch's ETDump of the .pte here, one row
+    per XNNPACK operator with the kernel it ran (its precision in the name)."""
+    target = next(t for t in report_of(quickstart_build.out)["targets"]
+                  if t["name"] == "android-executorch-int8")
+    profile = target["op_profile"]
+    assert profile["source"].startswith("executorch etdump") and profile["runs"] > 0
+    rows = profile["rows"]
+    assert rows and all(row["ms"] >= 0 for row in rows)
+    assert profile["ops_ms"] == pytest.approx(sum(row["ms"] for row in rows), rel=1e-3)
+    # EfficientNet-Lite0's convolutions and classifier, by XNNPACK's kernel names.
+    assert {row["op_type"] for row in rows} >= {"Convolution DWConv", "Fully Connected GEMM"}
+    kernels = {row["exec"] for row in rows}
+    assert any("QC8" in k or "QS8" in k for k in kernels)  # quantized kernels ran
+    assert any("F32" in k for k in kernels)  # and fp32 ones: the kept-float layers
+
+
 def test_the_phone_latency_is_said_to_be_unmeasurable() -> None:
     """The profile's default times the phone, which is not implemented: said, not faked."""
     from edgebuild.backends.executorch.backend import DEVICE_LATENCY
