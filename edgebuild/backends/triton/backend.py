@@ -38,7 +38,7 @@ class TritonBackend(Backend[TritonOptions]):
     accepts = ("onnx",)
     produces = "triton-repository"
     tools: ClassVar[tuple[str, ...]] = ("onnx",)
-    version = 1
+    version = 1  # the repository layout; bump when it changes
     runner_metadata: ClassVar[tuple[str, ...]] = ("triton",)
     capabilities = Capabilities(measures_memory=False)
 

@@ -8,7 +8,7 @@
       postprocess/config.pbtxt  backend "python" (with `postprocess:`): softmax, top-k
       postprocess/1/model.py
       ensemble/config.pbtxt     platform "ensemble": preprocess -> model [-> postprocess]
-      ensemble/1/
+      ensemble/1/README.txt     (the version folder must exist)
 
 Nothing in it is specific to the server bundled here: a full Triton with its C++
 onnxruntime backend loads the same folder unchanged (docs/backends-triton.md). The
@@ -194,6 +194,9 @@ def _python_model(root: Path, name: str, max_batch: int, inputs: list[Tensor],
 def _ensemble(root: Path, max_batch: int, raw: Tensor, outputs: list[Tensor],
               steps: list[tuple[str, dict[str, str], dict[str, str]]]) -> None:
     (root / ENSEMBLE / "1").mkdir(parents=True)
+    # Triton needs the version folder; caches and exports keep files, not empty folders.
+    (root / ENSEMBLE / "1" / "README.txt").write_text(
+        "An ensemble has no model file: this folder is its version 1.\n")
     text = _header(ENSEMBLE, max_batch, platform="ensemble") + _io_block("input", [raw])
     text += _io_block("output", outputs) + "ensemble_scheduling {\n  step [\n"
     blocks = []
