@@ -37,7 +37,7 @@ SETUP_COMMAND = "python -m edgebuild.backends.triton.env"
 # has only the Python backend, and Triton loads `<backend-dir>/<name>/model.py` for a
 # model whose config says `backend: "<name>"`. A full Triton uses its C++ backend for the
 # same config.pbtxt instead: the repository does not change.
-ONNXRUNTIME_STANDIN = '''"""edgebuild's stand-in for Triton's onnxruntime backend (Python-based backend)."""
+ONNXRUNTIME_STANDIN = '''"""edgebuild's stand-in for Triton's onnxruntime backend (Python-based)."""
 
 import json
 import os
@@ -150,7 +150,8 @@ def make_env(log: Path | None = None) -> ServerEnv:
 def _prepare(root: Path) -> None:
     python = root / "bin" / "python"
     probe = ("import sys, sysconfig, site; print(sysconfig.get_config_var('LIBDIR')); "
-             "print(site.getsitepackages()[0]); print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
+             "print(site.getsitepackages()[0]); "
+             "print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
     libdir, site, version = subprocess.run([str(python), "-c", probe], check=True,
                                            capture_output=True, text=True).stdout.split()
     dist = Path(site) / "pytriton" / "tritonserver"

@@ -85,10 +85,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
     with contextlib.suppress(ProcessLookupError):  # stubs left behind, the server itself
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):

@@ -5,7 +5,6 @@ the server gone after every failure."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 
@@ -131,4 +130,4 @@ def test_the_server_is_gone_after_a_failure(tmp_path: Path, server_env: ServerEn
             server.serve(broken, server_env, tmp_path / "broken.log"):
         pass
     assert not _servers_of(broken)
-    assert os.path.getsize(tmp_path / "broken.log") > 0
+    assert (tmp_path / "broken.log").stat().st_size > 0
