@@ -131,3 +131,42 @@ def test_the_server_is_gone_after_a_failure(tmp_path: Path, server_env: ServerEn
         pass
     assert not _servers_of(broken)
     assert (tmp_path / "broken.log").stat().st_size > 0
+
+
+HOLDER = """\
+import sys, time
+from pathlib import Path
+from edgebuild.backends.triton import env, server
+with server.serve(Path(sys.argv[1]), env.find_env(), Path(sys.argv[2])) as running:
+    print(running.process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupt", "kill"])
+def test_the_server_dies_with_the_run(tmp_path: Path, server_env: ServerEnv, how: str) -> None:
+    """Ctrl-C (KeyboardInterrupt inside the `with`) stops it; so does `kill -9` of the run,
+    which no `finally` sees (the kernel's PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = tmp_path / "repo"
+    repository.write(make_tiny_onnx(tmp_path / "tiny.onnx"), repo,
+                     [{"name": "x", "shape": [1, 4]}], TritonOptions())
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(repo), str(tmp_path / "log")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        pid = int(holder.stdout.readline())
+        assert _servers_of(repo) == [pid]
+        holder.send_signal(signal.SIGINT if how == "interrupt" else signal.SIGKILL)
+        holder.wait(30)
+        deadline = time.monotonic() + 15
+        while _servers_of(repo) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _servers_of(repo)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
