@@ -112,8 +112,11 @@ def find_env() -> ServerEnv | str:
         return (f"not measurable here: the Triton server environment is not set up "
                 f"({root} has no {MARKER}); make it with `{SETUP_COMMAND}` (pip: "
                 f"{', '.join(PINS)}, in a venv of its own)")
-    data = json.loads(marker.read_text())
-    env = ServerEnv(**{k: Path(v) for k, v in data.items()})
+    try:
+        env = ServerEnv(**{k: Path(v) for k, v in json.loads(marker.read_text()).items()})
+    except (ValueError, TypeError) as error:
+        return (f"not measurable here: the Triton environment's {marker} is unreadable "
+                f"({error}); remove {root} and make it again with `{SETUP_COMMAND}`")
     missing = [p for p in (env.tritonserver, env.python, env.perf_analyzer) if not p.exists()]
     if missing:
         return f"not measurable here: the Triton environment at {root} lacks {missing[0]}"
@@ -122,9 +125,20 @@ def find_env() -> ServerEnv | str:
 
 def make_env(log: Path | None = None) -> ServerEnv:
     """Create the environment (pip, from PyPI) and return it; a no-op when it exists."""
+    import fcntl
+
     found = find_env()
     if isinstance(found, ServerEnv):
         return found
+    base_dir().mkdir(parents=True, exist_ok=True)
+    # Two test workers may ask at once: one builds, the other waits and finds it made.
+    with (base_dir() / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = find_env()
+        return found if isinstance(found, ServerEnv) else _make(log)
+
+
+def _make(log: Path | None) -> ServerEnv:
     root = env_dir()
     building = root.with_name(root.name + ".building")
     shutil.rmtree(building, ignore_errors=True)

@@ -30,6 +30,7 @@ from edgebuild.errors import StageError
 
 READY_SECONDS = 180.0
 STOP_SECONDS = 10.0
+PORT_TRIES = 3
 
 
 @dataclass
@@ -103,25 +104,45 @@ def _tail(log: Path, lines: int = 15) -> str:
 @contextlib.contextmanager
 def serve(repository: Path, env: ServerEnv, log: Path,
           threads: int | None = None) -> Iterator[Server]:
-    """The server, ready, for the `with` block; stopped on every way out of it."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command(env, repository, port), stdout=sink,
-                                   stderr=subprocess.STDOUT, env=_environment(env, threads),
-                                   start_new_session=True, preexec_fn=_die_with_parent)
+    """The server, ready, for the `with` block; stopped on every way out of it.
+
+    PR_SET_PDEATHSIG fires when the *thread* that started the server ends: enter and
+    leave the block in the same thread (a stage does)."""
+    for attempt in range(PORT_TRIES):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(command(env, repository, port), stdout=sink,
+                                       stderr=subprocess.STDOUT,
+                                       env=_environment(env, threads),
+                                       start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            if _wait_ready(process, url, log, last=attempt == PORT_TRIES - 1):
+                break
+        except BaseException:
+            stop(process)
+            raise
+        stop(process)  # another process took the port between our probe and its bind
     try:
-        deadline = time.monotonic() + READY_SECONDS
-        while not _ready(url):
-            if process.poll() is not None:
-                raise StageError(f"tritonserver exited with code {process.returncode} before "
-                                 f"it was ready; its log ({log}) ends:\n{_tail(log)}",
-                                 "a model that fails to load stops the server "
-                                 "(--exit-on-error): see the log")
-            if time.monotonic() > deadline:
-                raise StageError(f"tritonserver was not ready after {READY_SECONDS:.0f} s; "
-                                 f"its log ({log}) ends:\n{_tail(log)}")
-            time.sleep(0.2)
         yield Server(url, process, log)
     finally:
         stop(process)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str, log: Path, last: bool) -> bool:
+    """True once ready; False when it lost its port to another process (retry); raises
+    when it exited for another reason or never became ready."""
+    deadline = time.monotonic() + READY_SECONDS
+    while not _ready(url):
+        if process.poll() is not None:
+            if not last and "address already in use" in _tail(log, 40).lower():
+                return False
+            raise StageError(f"tritonserver exited with code {process.returncode} before "
+                             f"it was ready; its log ({log}) ends:\n{_tail(log)}",
+                             "a model that fails to load stops the server "
+                             "(--exit-on-error): see the log")
+        if time.monotonic() > deadline:
+            raise StageError(f"tritonserver was not ready after {READY_SECONDS:.0f} s; "
+                             f"its log ({log}) ends:\n{_tail(log)}")
+        time.sleep(0.2)
+    return True

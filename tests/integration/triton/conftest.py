@@ -1,7 +1,7 @@
 """The Triton tests serve a real model in the Triton 2.51.0 server bundled in
 `nvidia-pytriton`, in a venv of its own (edgebuild/backends/triton/env.py). They make
-that venv on first use (pip: 513 MB on disk, 53 s here; cached per machine) and skip, saying why, when it
-cannot be made here."""
+that venv on first use (pip: 513 MB on disk, 53 s here; cached per machine) and skip,
+saying why, when it cannot be made here."""
 
 from __future__ import annotations
 
