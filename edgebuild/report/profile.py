@@ -127,3 +127,32 @@ def html_section(t: TargetReport) -> str:
                  "<th>kernel / provider</th><th>ms a run</th><th>share</th>"
                  f"<th>ONNX nodes</th></tr>{rows}</table>")
     return "".join(parts)
+
+
+def serving_section(t: TargetReport) -> str:
+    """A served model's sweep and where each request's time went on the server, per
+    composing model (queue, compute input, infer, output; µs a request) — '' without one."""
+    serving = t.serving
+    if serving is None or not serving.levels:
+        return ""
+    parts = ["<h3>Serving: where the time goes</h3>",
+             f'<p class="meta">{escape(serving.server or "server")}, model '
+             f"<code>{escape(serving.model)}</code>; load from "
+             f"<code>{escape(serving.command or '')}</code>. Client percentiles in ms; "
+             "server times in µs per request, from its own statistics.</p>"]
+    rows = "".join(
+        f"<tr><td>{level.concurrency}</td><td>{level.fps:.1f}</td><td>{ms_text(level.p50)}"
+        f"</td><td>{ms_text(level.p90)}</td><td>{ms_text(level.p99)}</td></tr>"
+        for level in serving.levels)
+    parts.append("<table><tr><th>concurrency</th><th>infer/s</th><th>p50 ms</th>"
+                 f"<th>p90 ms</th><th>p99 ms</th></tr>{rows}</table>")
+    rows = "".join(
+        f"<tr><td>{level.concurrency}</td><td><code>{escape(step.model)}</code></td>"
+        f"<td>{step.requests}</td><td>{step.queue_us:.1f}</td>"
+        f"<td>{step.compute_input_us:.1f}</td><td>{step.compute_infer_us:.1f}</td>"
+        f"<td>{step.compute_output_us:.1f}</td></tr>"
+        for level in serving.levels for step in level.steps)
+    parts.append("<table><tr><th>concurrency</th><th>model</th><th>requests</th>"
+                 "<th>queue µs</th><th>compute input µs</th><th>compute infer µs</th>"
+                 f"<th>compute output µs</th></tr>{rows}</table>")
+    return "".join(parts)

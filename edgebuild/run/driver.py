@@ -291,7 +291,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             store: Store | None = None) -> Report:
     from edgebuild.execute.result import Outcome
     from edgebuild.gates.evaluate import evaluate_target
-    from edgebuild.measure.profiled import recorded
+    from edgebuild.measure.profiled import recorded, served
     from edgebuild.report.model import Report, StageReport, TargetReport
     from edgebuild.run.artifacts import export_target, manifest_of
     from edgebuild.run.records import target_records
@@ -327,6 +327,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         timed = execution.runs.get(stages.latency or "")
         op_profile, memory = recorded(timed.artifact.metadata if timed and timed.artifact
                                       else None)
+        serving = served(timed.artifact.metadata if timed and timed.artifact else None)
         targets.append(TargetReport(
             name=name, profile=info.profile.name, backend=info.backend,
             artifact=artifact_path, format=compiled.format if compiled else None,
@@ -334,7 +335,7 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
             gates=gates, search=search_report,
             notes=notes_of(compiled) if compiled else {},
             precision=compiled.precision_label if compiled else "",
-            model=model, op_profile=op_profile, memory=memory,
+            model=model, op_profile=op_profile, memory=memory, serving=serving,
             speedup_over=entry.gates.speedup.over if entry.gates.speedup else None))
     stage_reports = [StageReport(
         id=run.stage.id, op=run.stage.op, target=run.stage.target,

@@ -261,3 +261,25 @@ def test_sparse_reports_render() -> None:
     _parse(page)
     assert "No latency samples" in page and "just text, no heading" in page
     assert "no edges are drawn" in page
+
+
+def test_a_served_models_breakdown_is_a_table_with_names_escaped() -> None:
+    """The Triton backend's sweep and per-model server times (measure/record.Serving)."""
+    from edgebuild.measure.record import Serving
+
+    serving = Serving.model_validate({
+        "model": "ensemble", "server": "Triton 2.51.0", "command": f"perf_analyzer {EVIL}",
+        "levels": [{"concurrency": 1, "fps": 426.0, "requests": 3068, "p50": 1.44,
+                    "p90": 5.0, "p99": 8.2, "steps": [
+                        {"model": f"pre{EVIL}", "requests": 3069, "queue_us": 74.7,
+                         "compute_input_us": 14.1, "compute_infer_us": 244.3,
+                         "compute_output_us": 439.7}]}]})
+    one = Report(recipe="one", recipe_file="o.yaml", edgebuild_version="0", started="",
+                 seconds=1.0, exit_code=0, counts={"built": 1},
+                 stages=[_stage("compile@triton", [])],
+                 targets=[TargetReport(name="triton", profile="triton-cpu", backend="triton",
+                                       gates=[], serving=serving)])
+    page = html_page(one)
+    _parse(page)
+    assert "Serving: where the time goes" in page and EVIL not in page
+    assert "244.3" in page and "439.7" in page and "426.0" in page and "8.200" in page
