@@ -133,10 +133,15 @@ def test_the_server_is_gone_after_a_failure(tmp_path: Path, server_env: ServerEn
     assert (tmp_path / "broken.log").stat().st_size > 0
 
 
+# A suite started in the background by a non-interactive shell ignores SIGINT (bash does
+# that to background jobs), every child inherits it, and Python then never raises
+# KeyboardInterrupt: the holder restores what a process in a terminal has. (The
+# rehearsal of CI that found it: `bash .ci/run … &`.)
 HOLDER = """\
-import sys, time
+import signal, sys, time
 from pathlib import Path
 from edgebuild.backends.triton import env, server
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with server.serve(Path(sys.argv[1]), env.find_env(), Path(sys.argv[2])) as running:
     print(running.process.pid, flush=True)
     time.sleep(600)
