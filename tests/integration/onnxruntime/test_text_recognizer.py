@@ -24,9 +24,11 @@ def text_build(tmp_path_factory: pytest.TempPathFactory) -> Built:
         pytest.skip("needs rapidocr-onnxruntime (scripts/setup.sh installs it --no-deps)")
     folder = tmp_path_factory.mktemp("text")
     out = folder / "out"
-    result = edgebuild("run", str(REPO / "recipes" / "text-recognizer.yaml"), "--target",
-                       "host-cpu", "--target", "host-cpu-int8", "--out", str(out),
-                       "--cache-dir", str(folder / "cache"))
+    with pytest.MonkeyPatch.context() as env:  # as isolated_cache does for a test's own run
+        env.setenv("XDG_CONFIG_HOME", str(folder / "config"))
+        result = edgebuild("run", str(REPO / "recipes" / "text-recognizer.yaml"), "--target",
+                           "host-cpu", "--target", "host-cpu-int8", "--out", str(out),
+                           "--cache-dir", str(folder / "cache"))
     return json.loads((out / "report.json").read_text()), result.stdout + result.stderr
 
 
