@@ -18,6 +18,7 @@ import numpy as np
 
 from edgebuild.core.samples import ImageBoxes, Steps
 from edgebuild.core.samples import Samples as Samples
+from edgebuild.data import pixels
 from edgebuild.data.boxes import BoxTransform, read_coco, read_yolo
 from edgebuild.data.digest import image_files
 from edgebuild.errors import DataError, EdgebuildError
@@ -123,22 +124,21 @@ def _load_callable(spec: CallableDataset, base_dir: Path, input_name: str) -> Sa
 
 def _normalize(x: np.ndarray, spec: Normalize) -> np.ndarray:
     """x is N×H×W×C float32 of raw values; returns normalized in the declared layout."""
-    channels = x.shape[-1]
+    _check_channels(spec, x.shape[-1])
+    return pixels.normalized(x, spec)
+
+
+def _check_channels(spec: Normalize, channels: int) -> None:
     for field, values in (("mean", spec.mean), ("std", spec.std)):
         if len(values) not in (1, channels):
             raise DataError(f"preprocess.{field} has {len(values)} values for "
                             f"{channels}-channel images")
-    mean = np.asarray(spec.mean, dtype=np.float32)
-    std = np.asarray(spec.std, dtype=np.float32)
-    x = (x * np.float32(spec.scale) - mean) / std
-    if spec.layout == "NCHW":
-        x = x.transpose(0, 3, 1, 2)
-    return np.ascontiguousarray(x, dtype=np.float32)
 
 
 def _read_image(path: Path, spec: ImageFolder
                 ) -> tuple[np.ndarray, tuple[int, int], BoxTransform]:
-    """The preprocessed pixels, the photo's width×height, and where its pixels went."""
+    """The preprocessed pixels, the photo's width×height, and where its pixels went
+    (data/pixels.py: the same code a served Triton preprocess model runs)."""
     from PIL import Image
 
     pre = spec.preprocess
@@ -151,63 +151,23 @@ def _read_image(path: Path, spec: ImageFolder
             source = Image.fromarray(np.round(wide).astype(np.uint8))  # mode L
         image = source.convert("L" if pre.color == "gray" else "RGB")
     size = image.size
+    try:
+        image, moves = pixels.placed(image, pre)
+    except ValueError as error:
+        raise DataError(f"{path.name}: {error}",
+                        "set preprocess.resize to at least the crop size") from error
     moved = BoxTransform(1.0, 1.0, 0.0, 0.0, *size)
-    if pre.resize:
-        w, h = image.size
-        ratio = pre.resize / min(w, h)
-        image = image.resize((max(1, round(w * ratio)), max(1, round(h * ratio))),
-                             Image.Resampling.BILINEAR)
-        moved = moved.then(image.size[0] / w, image.size[1] / h, 0.0, 0.0, *image.size)
-    if pre.letterbox:
-        w, h = image.size
-        image, (new_w, new_h, left, top) = letterbox_placed(
-            image, pre.letterbox[0], pre.letterbox[1], pre.pad_value)
-        moved = moved.then(new_w / w, new_h / h, left, top, *image.size)
-    if pre.center_crop:
-        w, h = image.size
-        c = pre.center_crop
-        if c > min(w, h):
-            raise DataError(f"{path.name}: center_crop {c} is larger than the image {w}×{h}",
-                            "set preprocess.resize to at least the crop size")
-        left, top = (w - c) // 2, (h - c) // 2
-        image = image.crop((left, top, left + c, top + c))
-        moved = moved.then(1.0, 1.0, -left, -top, c, c)
-    array = np.asarray(image, dtype=np.float32)
-    if array.ndim == 2:
-        array = array[:, :, None]
-    if pre.color == "bgr":
-        array = array[:, :, ::-1]
-    if pre.dtype == "uint8":
-        raw = array[None] if pre.layout == "NHWC" else array[None].transpose(0, 3, 1, 2)
-        return np.ascontiguousarray(raw[0], dtype=np.uint8), size, moved
-    normalized: np.ndarray = _normalize(array[None], pre)[0]
-    return normalized, size, moved
+    for move in moves:
+        moved = moved.then(*move)
+    if pre.dtype != "uint8":
+        _check_channels(pre, 1 if pre.color == "gray" else 3)
+    return pixels.model_input(image, pre), size, moved
 
 
 def letterbox(image: Any, height: int, width: int, pad_value: int) -> Any:
-    """Scale a PIL image to fit height×width keeping its aspect ratio; pad the rest, centred.
-
-    The scale and offsets are `min(height/h, width/w)` and half the padding (floored),
-    the convention of YOLO-style detectors; a box in model pixels maps back to the
-    photo as `(x - left) / scale`.
-    """
-    return letterbox_placed(image, height, width, pad_value)[0]
-
-
-def letterbox_placed(image: Any, height: int, width: int, pad_value: int
-                     ) -> tuple[Any, tuple[int, int, int, int]]:
-    """`letterbox`, and where the photo landed: (new width, new height, left, top)."""
-    from PIL import Image
-
-    w, h = image.size
-    ratio = min(height / h, width / w)
-    new_w, new_h = max(1, round(w * ratio)), max(1, round(h * ratio))
-    resized = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
-    fill = pad_value if image.mode == "L" else (pad_value,) * 3
-    canvas = Image.new(image.mode, (width, height), fill)
-    left, top = (width - new_w) // 2, (height - new_h) // 2
-    canvas.paste(resized, (left, top))
-    return canvas, (new_w, new_h, left, top)
+    """Scale a PIL image to fit height×width keeping its aspect ratio; pad the rest, centred
+    (pixels.letterbox_placed)."""
+    return pixels.letterbox_placed(image, height, width, pad_value)[0]
 
 
 def read_idx(path: Path) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.artifact import Artifact
 from edgebuild.core.op import IoSpec, StageContext
+from edgebuild.core.share_cpu import sessions_yield_when_idle
 from edgebuild.core.stage_result import StageResult
 from edgebuild.core.target import Target
 from edgebuild.errors import EdgebuildError, plain
@@ -161,6 +162,7 @@ def main(argv: list[str]) -> int:
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     spec = json.loads(spec_path.read_text())
+    sessions_yield_when_idle()
     print(f"edgebuild worker: stage {spec['stage_id']} (op {spec['op']}), pid {os.getpid()}",
           flush=True)
     try:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from edgebuild.backends.triton import repository
 from edgebuild.backends.triton.options import TritonOptions
+from edgebuild.data import pixels
 from edgebuild.errors import StageError
 from tests.conftest import make_tiny_onnx
 
@@ -51,8 +52,12 @@ def test_a_batched_model_with_its_ensemble(tmp_path: Path) -> None:
     pre = (tmp_path / "repo" / "preprocess" / "config.pbtxt").read_text()
     assert 'name: "raw" data_type: TYPE_UINT8 dims: [ 4, 4, 1 ]' in pre  # H, W, C
     source = (tmp_path / "repo" / "preprocess" / "1" / "model.py").read_text()
-    assert "np.float32(0.5)" in source and "[0.25]" in source and "NCHW = True" in source
+    assert '"scale": 0.5' in source and '"mean": [0.25]' in source
+    assert '"layout": "NCHW"' in source and '"resize": null' in source
     compile(source, "model.py", "exec")
+    assert (tmp_path / "repo" / "preprocess" / "1" / "pixels.py").read_bytes() == \
+        Path(pixels.__file__).read_bytes()  # the loader's own code, served
+    assert info["ensemble"]["perf_shape"] == "raw:4,4,1"  # fixed: no size to choose
     compile((tmp_path / "repo" / "postprocess" / "1" / "model.py").read_text(), "m", "exec")
     ensemble = (tmp_path / "repo" / "ensemble" / "config.pbtxt").read_text()
     assert 'platform: "ensemble"' in ensemble
@@ -98,3 +103,19 @@ def test_without_the_server_env_the_target_is_not_measurable_here(
         assert reason.startswith("not measurable here: the Triton server environment")
         assert "python -m edgebuild.backends.triton.env" in reason
         assert TritonBackend().probe(target, purpose) == reason
+
+
+def test_an_ensemble_that_resizes_takes_photos_of_any_size(tmp_path: Path) -> None:
+    """With resize/crop in `preprocess:` the ensemble's input has no fixed height or
+    width; perf_analyzer is told the size it sends (`perf_image`)."""
+    options = TritonOptions.model_validate({
+        "preprocess": {"resize": 6, "center_crop": 4, "mean": [127], "std": [128],
+                       "color": "gray"},
+        "perf_image": [48, 64]})
+    info = repository.write(_batched_onnx(tmp_path / "m.onnx"), tmp_path / "repo",
+                            [{"name": "image", "dynamic_axes": {0: "batch"}}], options)
+    pre = (tmp_path / "repo" / "preprocess" / "config.pbtxt").read_text()
+    assert 'name: "raw" data_type: TYPE_UINT8 dims: [ -1, -1, 1 ]' in pre
+    assert 'name: "image" data_type: TYPE_FP32 dims: [ 1, 4, 4 ]' in pre
+    assert info["ensemble"]["perf_shape"] == "raw:48,64,1"
+    assert info["ensemble"]["steps"] == ["preprocess", "model"]

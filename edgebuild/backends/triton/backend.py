@@ -96,7 +96,8 @@ class TritonBackend(Backend[TritonOptions]):
                 artifact.main, found, Path(work) / "tritonserver.log",
                 settings.threads) as running:
             sweep = perf.sweep(found, running.url, model, options.concurrency,
-                               options.measurement_interval_ms, Path(work))
+                               options.measurement_interval_ms, Path(work),
+                               (info["ensemble"] or {}).get("perf_shape"))
         after = conditions(settings.threads)
         first, top = sweep["levels"][0], max(sweep["levels"], key=lambda r: r["fps"])
         measured = Conditions.model_validate({

@@ -24,11 +24,15 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
+# Pillow as in edgebuild's own environment: the preprocess model resizes with the very
+# release the dataset loader resized the gated images with.
+PILLOW = version("pillow")
 PINS = ("nvidia-pytriton==0.7.0", "tritonclient[http]==2.51.0", "onnxruntime==1.20.1",
-        "numpy<2")
-KEY = "pytriton0.7.0-tc2.51.0-ort1.20.1"
+        "numpy<2", f"pillow=={PILLOW}")
+KEY = f"pytriton0.7.0-tc2.51.0-ort1.20.1-pil{PILLOW}"
 MARKER = "edgebuild-env.json"
 DIR_ENV = "EDGEBUILD_TRITON_DIR"
 SETUP_COMMAND = "python -m edgebuild.backends.triton.env"

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from edgebuild.recipe.datasets import Normalize
+from edgebuild.recipe.datasets import ImagePreprocess
 
 
 class ModelBackend(StrEnum):
@@ -53,11 +53,14 @@ class TritonOptions(BaseModel):
     instance_kind: InstanceKind = Field(
         InstanceKind.CPU, description="instance_group's `kind` (`KIND_GPU` for a GPU server; "
         "the server bundled here is CPU only).")
-    preprocess: Normalize | None = Field(
-        None, description="Adds a Python pre-processing model and an ensemble: raw uint8 "
-        "images (H, W, C) in, `(value * scale - mean) / std` per channel, in the model "
-        "input's layout, exactly as the recipe's dataset `preprocess:` (give it the same "
-        "values, e.g. with a YAML anchor). The model must have one image input.")
+    preprocess: ImagePreprocess | None = Field(
+        None, description="Adds a Python pre-processing model and an ensemble: decoded RGB "
+        "(or, with `color: gray`, L) uint8 pixels (H, W, C) in; resize, letterbox, centre "
+        "crop, channel order, normalization and layout exactly as the recipe's dataset "
+        "`preprocess:` does (give it the same values, e.g. with a YAML anchor: the served "
+        "model runs a copy of the loader's own code, edgebuild/data/pixels.py). With "
+        "resize, letterbox or crop the ensemble takes photos of any size. The model must "
+        "have one image input.")
     postprocess: Postprocess = Field(
         Postprocess.NONE, description="Adds a Python post-processing model to the ensemble: "
         "`classification` (softmax, then the top_k classes).")
@@ -65,6 +68,10 @@ class TritonOptions(BaseModel):
     concurrency: list[int] = Field(
         [1, 2, 4], min_length=1, description="perf_analyzer's concurrency sweep; the "
         "latency figures (p50/p90/p99) are the first level's, throughput is every level's.")
+    perf_image: list[int] = Field(
+        [480, 640], min_length=2, max_length=2, description="`[height, width]` of the "
+        "images perf_analyzer sends when the ensemble takes any size (random pixels: "
+        "resizing costs the same for any content).")
     measurement_interval_ms: int = Field(
         2000, ge=100, description="perf_analyzer's `--measurement-interval` per window.")
 

@@ -29,11 +29,13 @@ STEPS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 def perf_command(env: ServerEnv, url: str, model: str, concurrency: int,
-                 interval_ms: int, csv_path: Path) -> list[str]:
+                 interval_ms: int, csv_path: Path, shape: str | None = None) -> list[str]:
+    """`shape` ("raw:480,640,3"): the size of an input whose dimensions are -1."""
     return [str(env.perf_analyzer), "-m", model, "-u", url.removeprefix("http://"), "-i",
             "http", "--concurrency-range", f"{concurrency}:{concurrency}",
             "--measurement-interval", str(interval_ms), "--stability-percentage", "100",
-            "--max-trials", "10", "--percentile", "99", "-f", str(csv_path)]
+            "--max-trials", "10", "--percentile", "99", "-f", str(csv_path),
+            *(["--shape", shape] if shape else [])]
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
@@ -58,7 +60,7 @@ def _delta(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]
 
 
 def sweep(env: ServerEnv, url: str, model: str, levels: list[int], interval_ms: int,
-          work: Path) -> dict[str, Any]:
+          work: Path, shape: str | None = None) -> dict[str, Any]:
     """Every level's throughput and client percentiles (ms), and the per-model server
     breakdown at each level (µs per request)."""
     found: list[dict[str, Any]] = []
@@ -66,7 +68,7 @@ def sweep(env: ServerEnv, url: str, model: str, levels: list[int], interval_ms: 
     command: list[str] = []
     for level in levels:
         path = work / f"perf_c{level}.csv"
-        command = perf_command(env, url, model, level, interval_ms, path)
+        command = perf_command(env, url, model, level, interval_ms, path, shape)
         before = client.statistics(url)
         try:
             done = subprocess.run(command, env=environ, capture_output=True, text=True,

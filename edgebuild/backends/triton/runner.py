@@ -78,7 +78,8 @@ class TritonRunner(Runner):
         model = (self.info["ensemble"] or {}).get("name") or self.info["model"]
         with tempfile.TemporaryDirectory(prefix="edgebuild-perf-") as work:
             found = perf.sweep(self.env, self.server.url, model, [level],
-                               max(500, int(seconds * 1000 / 3)), Path(work))
+                               max(500, int(seconds * 1000 / 3)), Path(work),
+                               (self.info["ensemble"] or {}).get("perf_shape"))
         row = found["levels"][0]
         return {"streams": level, "fps": row["fps"], "requests": row["requests"],
                 "p50": row["p50"], "p90": row["p90"],
