@@ -196,6 +196,16 @@ def test_a_one_sided_interval_renders_without_a_number() -> None:
     assert result.details["ci95"] == [1.2, None]
 
 
+def test_a_device_tools_percentile_shows_no_interval_it_does_not_have() -> None:
+    """perf_analyzer and benchmark_model give percentiles, no 95 % interval: the message
+    must not print one made of the value twice."""
+    record = {k: v for k, v in stats(10.0, 0.1, 0.1).items() if not k.endswith("_ci95")}
+    result = judge("triton", LatencyGate(budget_ms=100.0, percentile=99), record, Policy())
+    assert result.status is GateStatus.PASSED
+    assert result.message.startswith("p99 13.000 ms over 200 runs"), result.message
+    assert "CI" not in result.message
+
+
 @pytest.mark.parametrize(("conditions", "why"), [
     ({"cores": 2, "others_busy_share": 0.93, "load_average": [0.1, 0, 0]}, "93%"),
     ({"cores": 2, "others_busy_share": 0.05, "load_average": [4.0, 0, 0]}, ""),  # lag

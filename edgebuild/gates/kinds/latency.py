@@ -141,8 +141,10 @@ def _latency_from_stats(target: str, gate: LatencyGate, stats: LatencyFigures,
         note = (" (its 95 % interval reaches past the budget: close to the limit)"
                 if high is not None else f" ({unbounded_note(key, [low, high])})")
     per = " per step" if stats.per == "step" else ""  # a stream's: one step a run
-    message = (f"{key} {value:.3f} ms{per} [95 % CI {_bound(low)}–{_bound(high)}] over "
-               f"{stats.n} runs, budget {budget:g} ms{note}{said}")
+    # A device tool's percentile (perf_analyzer's, say) comes without one: none is shown.
+    ci = f" [95 % CI {_bound(low)}–{_bound(high)}]" if interval else ""
+    message = (f"{key} {value:.3f} ms{per}{ci} over {stats.n} runs, budget {budget:g} ms"
+               f"{note}{said}")
     status, fails = passed_if(ok), not ok
     details: dict[str, Any] = {}
     conditions = stats.conditions.as_dict() if stats.conditions is not None else {}
