@@ -135,6 +135,11 @@ def die_with_parent() -> None:
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if str(os.getppid()) != expected:
+        # Said, not silent: a stage log that is empty but for this line tells a parent
+        # that is alive after all (seen once on the emulated board) from a crash.
+        sys.stderr.write(f"edgebuild worker: started by pid {expected}, but its parent is "
+                         f"now pid {os.getppid()}: that process is gone, so the stage stops\n")
+        sys.stderr.flush()
         os._exit(1)
 
 
