@@ -4,6 +4,7 @@ what it refuses, and "not measurable here" when the server's environment is miss
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -57,7 +58,8 @@ def test_a_batched_model_with_its_ensemble(tmp_path: Path) -> None:
     compile(source, "model.py", "exec")
     assert (tmp_path / "repo" / "preprocess" / "1" / "pixels.py").read_bytes() == \
         Path(pixels.__file__).read_bytes()  # the loader's own code, served
-    assert info["ensemble"]["perf_shape"] == "raw:4,4,1"  # fixed: no size to choose
+    assert info["perf_shapes"] == []  # fixed sizes: nothing to tell perf_analyzer
+    assert not info["perf_zeros"]  # random pixels are pixels
     compile((tmp_path / "repo" / "postprocess" / "1" / "model.py").read_text(), "m", "exec")
     ensemble = (tmp_path / "repo" / "ensemble" / "config.pbtxt").read_text()
     assert 'platform: "ensemble"' in ensemble
@@ -117,5 +119,27 @@ def test_an_ensemble_that_resizes_takes_photos_of_any_size(tmp_path: Path) -> No
     pre = (tmp_path / "repo" / "preprocess" / "config.pbtxt").read_text()
     assert 'name: "raw" data_type: TYPE_UINT8 dims: [ -1, -1, 1 ]' in pre
     assert 'name: "image" data_type: TYPE_FP32 dims: [ 1, 4, 4 ]' in pre
-    assert info["ensemble"]["perf_shape"] == "raw:48,64,1"
+    assert info["perf_shapes"] == ["raw:48,64,1"]
     assert info["ensemble"]["steps"] == ["preprocess", "model"]
+
+
+@pytest.mark.parametrize(("axis0", "shape"), [(1, "x:1,16"), ("batch", "x:16")])
+def test_a_dynamic_sequence_is_timed_at_the_recipes_shape(tmp_path: Path, axis0: Any,
+                                                         shape: str) -> None:
+    """perf_analyzer refuses an input with a -1 dimension unless told its shape (found on
+    all-MiniLM-L6-v2: 'input attention_mask contains dynamic shape'): the recipe's."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "seq",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [axis0, "sequence"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [axis0, "sequence"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    axes = {1: "sequence"} if axis0 == 1 else {0: "batch", 1: "sequence"}
+    info = repository.write(tmp_path / "m.onnx", tmp_path / "repo",
+                            [{"name": "x", "shape": [1, 16], "dynamic_axes": axes}],
+                            TritonOptions())
+    assert info["perf_shapes"] == [shape]
+    assert info["perf_zeros"]  # random int64 ids would index out of an embedding

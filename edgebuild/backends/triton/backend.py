@@ -97,7 +97,8 @@ class TritonBackend(Backend[TritonOptions]):
                 settings.threads) as running:
             sweep = perf.sweep(found, running.url, model, options.concurrency,
                                options.measurement_interval_ms, Path(work),
-                               (info["ensemble"] or {}).get("perf_shape"))
+                               info.get("perf_shapes", []),
+                               info.get("perf_zeros", False))
         after = conditions(settings.threads)
         first, top = sweep["levels"][0], max(sweep["levels"], key=lambda r: r["fps"])
         measured = Conditions.model_validate({

@@ -29,13 +29,16 @@ STEPS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 def perf_command(env: ServerEnv, url: str, model: str, concurrency: int,
-                 interval_ms: int, csv_path: Path, shape: str | None = None) -> list[str]:
-    """`shape` ("raw:480,640,3"): the size of an input whose dimensions are -1."""
+                 interval_ms: int, csv_path: Path, shapes: list[str] | None = None,
+                 zeros: bool = False) -> list[str]:
+    """`shapes` (["raw:480,640,3"]): the size of each input whose dimensions are -1;
+    `zeros`: send zeros, not random values (integer inputs: ids, indices)."""
     return [str(env.perf_analyzer), "-m", model, "-u", url.removeprefix("http://"), "-i",
             "http", "--concurrency-range", f"{concurrency}:{concurrency}",
             "--measurement-interval", str(interval_ms), "--stability-percentage", "100",
             "--max-trials", "10", "--percentile", "99", "-f", str(csv_path),
-            *(["--shape", shape] if shape else [])]
+            *(a for shape in shapes or [] for a in ("--shape", shape)),
+            *(["--input-data", "zero"] if zeros else [])]
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,7 +63,8 @@ def _delta(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]
 
 
 def sweep(env: ServerEnv, url: str, model: str, levels: list[int], interval_ms: int,
-          work: Path, shape: str | None = None) -> dict[str, Any]:
+          work: Path, shapes: list[str] | None = None, zeros: bool = False
+          ) -> dict[str, Any]:
     """Every level's throughput and client percentiles (ms), and the per-model server
     breakdown at each level (µs per request)."""
     found: list[dict[str, Any]] = []
@@ -68,7 +72,7 @@ def sweep(env: ServerEnv, url: str, model: str, levels: list[int], interval_ms: 
     command: list[str] = []
     for level in levels:
         path = work / f"perf_c{level}.csv"
-        command = perf_command(env, url, model, level, interval_ms, path, shape)
+        command = perf_command(env, url, model, level, interval_ms, path, shapes, zeros)
         before = client.statistics(url)
         try:
             done = subprocess.run(command, env=environ, capture_output=True, text=True,
@@ -81,7 +85,8 @@ def sweep(env: ServerEnv, url: str, model: str, levels: list[int], interval_ms: 
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-8:])
             raise StageError(f"perf_analyzer failed at concurrency {level} (code "
                              f"{done.returncode}):\n{tail}",
-                             "its window may never have been stable on a busy machine")
+                             "perf_analyzer's own words above say why (on a busy machine: a "
+                             "window that was never stable)")
         after = client.statistics(url)
         (row,) = [r for r in csv.DictReader(io.StringIO(path.read_text()))
                   if int(r["Concurrency"]) == level]

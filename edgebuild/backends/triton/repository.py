@@ -226,6 +226,26 @@ def _ensemble(root: Path, max_batch: int, raw: Tensor, outputs: list[Tensor],
     (root / ENSEMBLE / "config.pbtxt").write_text(text)
 
 
+def _perf_shapes(inputs: list[Tensor], io_inputs: list[dict[str, Any]],
+                 batched: bool) -> list[str]:
+    """perf_analyzer's `--shape name:dims` for each served input with a -1 dimension (a
+    dynamic sequence, say): the recipe's declared example shape (without the batch axis
+    when Triton batches). perf_analyzer refuses to start without them."""
+    declared = {t["name"]: list(t.get("shape") or []) for t in io_inputs}
+    shapes = []
+    for tensor in inputs:
+        if -1 not in tensor.dims:
+            continue
+        example = declared.get(tensor.name, [])
+        example = example[1:] if batched else example
+        if len(example) != len(tensor.dims):
+            raise StageError(f"input '{tensor.name}' is served with dims {tensor.dims}, and "
+                             f"the recipe declares no example shape for it to time",
+                             "declare the input's `shape:` in the recipe")
+        shapes.append(f"{tensor.name}:{','.join(str(d) for d in example)}")
+    return shapes
+
+
 def resizes(options: TritonOptions) -> bool:
     """Whether the ensemble takes images of any size (the preprocess model resizes)."""
     pre = options.preprocess
@@ -243,7 +263,12 @@ def write(onnx_path: Path, root: Path, io_inputs: list[dict[str, Any]],
     (root / MODEL / "config.pbtxt").write_text(model_config(options, max_batch, inputs, outputs))
     info: dict[str, Any] = {"max_batch_size": max_batch, "model": MODEL,
                             "inputs": [t.as_json() for t in inputs],
-                            "outputs": [t.as_json() for t in outputs], "ensemble": None}
+                            "outputs": [t.as_json() for t in outputs], "ensemble": None,
+                            "perf_shapes": _perf_shapes(inputs, io_inputs, max_batch > 0),
+                            # token ids, indices, lengths: random int64 values index out of
+                            # range (an embedding's Gather fails); perf_analyzer sends zeros
+                            "perf_zeros": any(t.dtype.startswith(("int", "bool"))
+                                              for t in inputs)}
     if options.preprocess is None:
         return info
     if len(inputs) != 1 or len(inputs[0].dims) != (3 if max_batch else 4):
@@ -286,8 +311,9 @@ def write(onnx_path: Path, root: Path, io_inputs: list[dict[str, Any]],
     # perf_analyzer fills a -1 dimension only when told: photos of `perf_image` size.
     sizes = iter(options.perf_image)
     perf_dims = [d if d > 0 else next(sizes) for d in raw.dims]
+    info["perf_shapes"] = [f"{RAW}:{','.join(map(str, perf_dims))}"] if -1 in raw.dims else []
+    info["perf_zeros"] = False  # random pixels are pixels
     info["ensemble"] = {"name": ENSEMBLE, "input": raw.as_json(),
-                        "perf_shape": f"{RAW}:{','.join(map(str, perf_dims))}",
                         "outputs": [t.as_json() for t in served],
                         "steps": [s[0] for s in steps]}
     return info

@@ -79,7 +79,8 @@ class TritonRunner(Runner):
         with tempfile.TemporaryDirectory(prefix="edgebuild-perf-") as work:
             found = perf.sweep(self.env, self.server.url, model, [level],
                                max(500, int(seconds * 1000 / 3)), Path(work),
-                               (self.info["ensemble"] or {}).get("perf_shape"))
+                               self.info.get("perf_shapes", []),
+                               self.info.get("perf_zeros", False))
         row = found["levels"][0]
         return {"streams": level, "fps": row["fps"], "requests": row["requests"],
                 "p50": row["p50"], "p90": row["p90"],
