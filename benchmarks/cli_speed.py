@@ -3,6 +3,10 @@
     python benchmarks/cli_speed.py [--recipe recipes/quickstart.yaml] [--repeat 15]
         [--cache-dir DIR] [--baseline-tree DIR]
 
+The fully cached run is timed twice: as a user gets it (the second and later runs
+replayed, run/replay.py, when nothing they read changed) and with --no-replay (every
+stage looked up again); the report says how many runs were replayed.
+
 Warms the cache with one real run, then times each command `--repeat` times,
 interleaved, next to a bare `python -c pass` (interpreter start-up) measured in
 the same loop, and prints medians, p90s and the overhead over start-up, and how
@@ -33,9 +37,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+REPLAYED = "its account is replayed above"  # run/replay.py's line on stderr
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, bool]:
     """Wall and CPU seconds (user + system, of the command and the processes it waited
-    for) of one command."""
+    for) of one command, and whether it was a replayed run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     # Not from a checkout: `python -m`/`-c` put the working directory first on sys.path,
@@ -47,7 +54,8 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
         sys.exit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, REPLAYED in done.stderr
 
 
 def main() -> None:
@@ -89,7 +97,7 @@ def main() -> None:
             own = root / args.recipe
             recipe = str((own if own.is_file() else REPO / args.recipe).resolve())
             print(f"warming the cache ({tree}): edgebuild run {args.recipe}", file=sys.stderr)
-            colds[tree], _ = timed([*edgebuild, "run", "-q", recipe, "--out", out, *only], env)
+            colds[tree], _, _ = timed([*edgebuild, "run", "-q", recipe, "--out", out, *only], env)
             commands.update({
                 f"import edgebuild.cli [{tree}]":
                     ([sys.executable, "-c", "import edgebuild.cli"], env),
@@ -97,14 +105,22 @@ def main() -> None:
                 f"edgebuild plan [{tree}]": ([*edgebuild, "plan", recipe, *only], env),
                 f"edgebuild run (fully cached) [{tree}]":
                     ([*edgebuild, "run", "-q", recipe, "--out", out, *only], env),
+                # The same run looking every stage up again (run/replay.py not asked).
+                # Its own --out: a run that is not replayed writes its reports again,
+                # which is a change the other command's next run would see.
+                f"edgebuild run (fully cached, --no-replay) [{tree}]":
+                    ([*edgebuild, "run", "-q", recipe, "--out", f"{out}-no-replay", *only],
+                     {**env, "EDGEBUILD_NO_REPLAY": "1"}),
             })
         samples: dict[str, list[float]] = {name: [] for name in commands}
         cpu_samples: dict[str, list[float]] = {name: [] for name in commands}
+        replays: dict[str, int] = {name: 0 for name in commands}
         for _ in range(args.repeat):
             for name, (argv, env) in commands.items():
-                wall, cpu = timed(argv, env)
+                wall, cpu, replayed = timed(argv, env)
                 samples[name].append(wall)
                 cpu_samples[name].append(cpu)
+                replays[name] += replayed
         workers = {tree: _stages(Path(out) / "report.json") for tree, out in outs.items()}
     base = statistics.median(samples["python -c pass (start-up)"])
     cold = ", ".join(f"{tree} {seconds:.1f} s" for tree, seconds in colds.items())
@@ -119,6 +135,9 @@ def main() -> None:
         p90 = values[int(0.9 * (len(values) - 1))]
         cpu = cpus[name] = statistics.median(cpu_samples[name])
         print(f"| {name} | {median:.3f} | {p90:.3f} | {median - base:.3f} | {cpu:.3f} |")
+    for name, count in replays.items():
+        if name.startswith("edgebuild run"):
+            print(f"\n{name}: {count} of {args.repeat} runs replayed")
     for tree, (ran, uncached, total) in workers.items():
         print(f"\nlast cached run [{tree}]: {ran} of {total} stages ran in a worker process, "
               f"{uncached} not cached")
@@ -126,7 +145,7 @@ def main() -> None:
         print("\n| command | this / baseline, wall (medians) | this / baseline, CPU |\n"
               "|---|---|---|")
         for name in ("import edgebuild.cli", "edgebuild --help", "edgebuild plan",
-                     "edgebuild run (fully cached)"):
+                     "edgebuild run (fully cached)", "edgebuild run (fully cached, --no-replay)"):
             ratio = medians[f"{name} [this]"] / medians[f"{name} [baseline]"]
             cpu_ratio = cpus[f"{name} [this]"] / cpus[f"{name} [baseline]"]
             print(f"| {name} | {ratio:.2f} | {cpu_ratio:.2f} |")

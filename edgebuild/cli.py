@@ -7,10 +7,12 @@ plan, or finish a fully cached run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -27,6 +29,7 @@ from edgebuild.run.progress import ProgressPrinter, one_line  # noqa: F401 (cli.
 if TYPE_CHECKING:
     from edgebuild.execute.cluster import ClusterSpec
     from edgebuild.report.model import SearchReport
+    from edgebuild.run.replay import Recorder
 
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -95,6 +98,11 @@ def _add_run(sub: Subparsers) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="after a failed stage, still run everything that does not depend on it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--no-replay", action="store_true",
+                   help="look every stage up again even when nothing the last fully cached "
+                        "run of this command read has changed (its account is replayed "
+                        "otherwise, in 0.1 s; also $EDGEBUILD_NO_REPLAY=1; "
+                        "docs/performance.md)")
     p.add_argument("--ci", action=argparse.BooleanOptionalAction, default=None,
                    help="a log for CI: one plain line per event (no carriage return, no "
                         "progress bar in the stage logs either) and the report paths at the "
@@ -198,7 +206,7 @@ def ci_mode(flag: bool | None) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from edgebuild import api
     from edgebuild.execute.policy import FailurePolicy
-    from edgebuild.run.summary import stage_summary
+    from edgebuild.run.summary import executed_count, stage_summary
 
     cluster = cluster_spec(args)
     ci = ci_mode(args.ci)
@@ -256,6 +264,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(f"\nreports: {out}/report.json, {out}/summary.md, {out}/junit.xml, "
               f"{out}/report.html")
+    recorder = getattr(args, "recorder", None)
+    if recorder is not None and executed_count(report) == 0:
+        recorder.save(report.exit_code, report.seconds)
     return report.exit_code
 
 
@@ -413,13 +424,17 @@ class _DaskOneLine(_OneLine):
 
 
 def main(argv: list[str] | None = None) -> int:
-    handler = logging.StreamHandler()
-    handler.addFilter(_DaskOneLine())
-    handler.setFormatter(RedactingFormatter("warning: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     args = _parser().parse_args(argv)
     try:
-        return int(COMMANDS[args.command](args))
+        with _replayable(args, argv) as recorder:
+            if isinstance(recorder, int):
+                return recorder  # replayed: nothing it read changed (run/replay.py)
+            args.recorder = recorder
+            handler = logging.StreamHandler()  # after the recorder: its stderr is teed
+            handler.addFilter(_DaskOneLine())
+            handler.setFormatter(RedactingFormatter("warning: %(message)s"))
+            logging.basicConfig(level=logging.WARNING, handlers=[handler])
+            return int(COMMANDS[args.command](args))
     except EdgebuildError as exc:
         print(printable(redact(f"error: {exc}"), newlines=True), file=sys.stderr)
         return int(exc.exit_code)
@@ -435,6 +450,28 @@ def main(argv: list[str] | None = None) -> int:
         return _internal_error(exc, "a structure nested too deeply")
     except Exception as exc:  # the one place an unexpected error becomes an exit code
         return _internal_error(exc, "")
+
+
+@contextlib.contextmanager
+def _replayable(args: argparse.Namespace, argv: list[str] | None
+                ) -> Iterator[Recorder | int | None]:
+    """For `edgebuild run` as the process's whole job (the console script, argv None): the
+    exit code of a replayed fully cached run, else a recorder watching this one; None for
+    every other command and for `main(argv)` called inside another program."""
+    from edgebuild.run import replay
+
+    if argv is not None or args.command != "run" or args.no_replay or replay.asked_not_to():
+        yield None
+        return
+    from edgebuild.cache.store import default_cache_dir
+
+    root = args.cache_dir or default_cache_dir()
+    code = replay.replay(root)
+    if code is not None:
+        yield code
+        return
+    with replay.recording(root) as recorder:
+        yield recorder
 
 
 def _internal_error(exc: BaseException, what: str) -> int:

@@ -41,9 +41,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "verify":
         return cache_verify(store, args.shared_cache_trust or [], args.shared_cache_key)
     from edgebuild.cache.memo import clean_memo
+    from edgebuild.run.replay import clean_records
 
     cutoff = time.time() - args.older_than_days * 86400
-    removed = store.clean_tmp() + clean_memo(store.root, cutoff)
+    removed = store.clean_tmp() + clean_memo(store.root, cutoff) + clean_records(store.root,
+                                                                                cutoff)
     for artifact in list(store.entries()):
         if artifact.created < cutoff:
             store.remove(artifact.key)

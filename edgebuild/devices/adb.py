@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,17 @@ def run(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedP
                          f"install Android platform-tools ({PLATFORM_TOOLS})") from err
 
 
+def ask(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+    """`run` for a question that changes nothing (`adb devices -l`, a file test on the
+    phone). Both audit events let a fully cached run be replayed only when the question,
+    asked again, gets the same answer (run/replay.py); any other command keeps it from
+    being replayed at all."""
+    sys.audit("edgebuild.ask", tuple(argv))
+    answer = run(argv, timeout, what)
+    sys.audit("edgebuild.answer", tuple(argv), answer.returncode, answer.stdout)
+    return answer
+
+
 @dataclass(frozen=True)
 class Phone:
     """A usable phone: the adb to reach it and the device it is."""
@@ -152,7 +164,7 @@ def connect(serial: str | None, timeout: float = 30.0) -> Phone | str:
         return ("not measurable here: adb not found (not on PATH, not in "
                 f"$ANDROID_HOME/platform-tools); install Android platform-tools ({PLATFORM_TOOLS})")
     try:
-        listing = run([str(adb), "devices", "-l"], timeout, "`adb devices -l`")
+        listing = ask([str(adb), "devices", "-l"], timeout, "`adb devices -l`")
     except StageError as err:
         return f"not measurable here: {err.message}"
     if listing.returncode != 0:

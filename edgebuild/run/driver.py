@@ -361,8 +361,19 @@ def _report(loaded: LoadedRecipe, built: Plan, execution: ExecutionResult, out: 
         started=started_wall.isoformat(timespec="seconds"),
         seconds=round(time.perf_counter() - started, 3), exit_code=int(code),
         stages=stage_reports, targets=targets, counts=counts,
-        machine={"platform": platform.platform(), "machine": platform.machine(),
+        machine={"platform": platform_name(), "machine": platform.machine(),
                  "cores": os.cpu_count()})
+
+
+def platform_name() -> str:
+    """platform.platform()'s answer on Linux without the `uname -p` process it starts (a
+    fully cached run starts none: run/replay.py), e.g. Linux-6.1.0-x86_64-with-glibc2.36."""
+    uname = os.uname()
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names \
+        else None
+    if uname.sysname != "Linux" or not libc:
+        return platform.platform()
+    return f"Linux-{uname.release}-{uname.machine}-with-{libc.replace(' ', '')}"
 
 
 def _search_gates(name: str, outcome: SearchResult, execution: ExecutionResult,

@@ -22,14 +22,20 @@ if TYPE_CHECKING:
     from edgebuild.report.model import Report
 
 
+def executed_count(report: Report) -> int:
+    """How many stages a worker ran (built, failed, or tried and could not measure)."""
+    counts = report.counts
+    tried = sum(1 for s in report.stages if s.outcome == "unmeasurable" and s.started > 0)
+    return counts.get("built", 0) + counts.get("failed", 0) + tried
+
+
 def stage_summary(report: Report, loaded: LoadedRecipe) -> str:
     """The summary line, without the run's seconds."""
     counts = report.counts
     built, cached = counts.get("built", 0), counts.get("cached", 0)
-    failed, skipped = counts.get("failed", 0), counts.get("skipped", 0)
+    skipped = counts.get("skipped", 0)
     unmeasurable = [s for s in report.stages if s.outcome == "unmeasurable"]
-    tried = sum(1 for s in unmeasurable if s.started > 0)  # a worker ran, could not
-    executed = built + failed + tried
+    executed = executed_count(report)
     if executed or skipped:  # a failed stage ran too: never "nothing to build" then
         return (f"{executed} stage(s) executed ({built} built), {cached} cached"
                 + (f", {skipped} skipped" if skipped else "")

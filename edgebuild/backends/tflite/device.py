@@ -32,6 +32,7 @@ from edgebuild.devices.adb import (
     DEVICE_DIR,
     AdbDevice,
     Phone,
+    ask,
     connect,
     run,
 )
@@ -79,7 +80,7 @@ def _resolve(serial: str | None, binary: str | Path | None,
         return _Phone(found, PUSHED_BINARY, host)
     phone = _Phone(found, DEVICE_BINARY, None)
     try:
-        probe = run(phone.adb_argv("shell", f"[ -x {DEVICE_BINARY} ] && echo present "
+        probe = ask(phone.adb_argv("shell", f"[ -x {DEVICE_BINARY} ] && echo present "
                                              "|| echo missing"), timeout,
                      "checking for benchmark_model on the phone")
     except StageError as err:
