@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + Core ML + ExecuTorch + dev tools
 #   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh     (no TFLite: ~1.5 GB less)
 #   EDGEBUILD_TRITON=1 bash scripts/setup.sh   also the Triton server's own venv (~1 min)
+#   EDGEBUILD_LITERT_TORCH=1 bash scripts/setup.sh   also LiteRT-Torch (~700 MB, --no-deps)
 #
 # Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
 # package), the CPU build of torch (an open range would pull a multi-GB CUDA
@@ -107,6 +108,18 @@ if [ "${EDGEBUILD_TRITON:-0}" = 1 ]; then
   # triton targets are "not measurable here" and tests/integration/triton makes it on
   # first use.
   $VENV/bin/python -m edgebuild.backends.triton.env
+fi
+
+if [ "${EDGEBUILD_LITERT_TORCH:-0}" = 1 ]; then
+  say "LiteRT-Torch and ai-edge-quantizer (--no-deps: xdsl pins typing-extensions<4.13)"
+  # The litert-torch backend (docs/backends-tflite.md, "LiteRT-Torch"). Resolved with its
+  # declared dependencies it would take pydantic down to 2.11 (xdsl 0.28's pin); with
+  # --no-deps it runs on the project's versions. ~700 MB: JAX's jaxlib and the MLIR
+  # converter. What it imports besides the project's own dependencies is listed here.
+  $PIP install -q --no-deps "litert-torch==0.10.0" "litert-converter==0.5.0" \
+    "ai-edge-quantizer==0.10.0" "xdsl==0.28.0" "ordered-set==4.1.0" "immutabledict==4.2.1" \
+    "jax==0.10.2" "jaxlib==0.10.2" multipledispatch lark litert-lm-builder \
+    backports.strenum opt_einsum
 fi
 
 # OpenVINO and NNCF send usage telemetry unless opted out; edgebuild opts out.

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from edgebuild.recipe.common import MeasureSettings
 
 TensorMeta = dict[str, tuple[tuple[int | str, ...], str]]  # name -> (shape, dtype)
-PROBE_PURPOSES = ("latency", "accuracy", "build")  # what `Backend.probe` is asked about
+# What `Backend.probe` is asked about; "compile": whether this machine can compile at all.
+PROBE_PURPOSES = ("latency", "accuracy", "build", "compile")
 # The flags a backend class once set, and what declares each now.
 _MOVED = {
     "compiles_on_device": "placement = Placement(compile=Where.DEVICE)",
@@ -262,10 +263,19 @@ class Backend(ABC, Generic[OptionsT]):
         """
         if purpose not in PROBE_PURPOSES:
             raise ValueError(f"probe purpose {purpose!r}: one of {', '.join(PROBE_PURPOSES)}")
+        if purpose == "compile":
+            return self.compile_probe(target) or None
         if purpose == "latency" and self.capabilities.profiles_without_latency \
                 and target.measure.profile:
             return None  # the stage runs: it takes the profile it can (measuring/latency.py)
         return self._probe(target, purpose) or None
+
+    def compile_probe(self, target: Target) -> str:
+        """'' when this machine can compile for `target` (every backend whose tools are
+        pip extras: a missing one is the stage's error, with the extra); else "not
+        buildable here: …", for a backend whose tools cannot be a default install
+        (litert-torch). Asked by the driver before each compile; cheap (no import)."""
+        return ""
 
     def _probe(self, target: Target, purpose: str) -> str | None:
         """A backend that keeps this base's `unmeasurable_reason` is answered by it (it is

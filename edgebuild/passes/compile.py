@@ -17,6 +17,7 @@ class Compile(Op):
     accepts = ("*",)  # the planner checks the chain against the backend's own `accepts`
     target_specific = True
     summary = "the target backend's compiler"
+    probes = "compile"  # Backend.compile_probe: a backend not installable by default
 
     def tool_names(self, target: Target | None) -> tuple[str, ...]:
         assert target is not None

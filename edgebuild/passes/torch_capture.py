@@ -17,6 +17,7 @@ the stage fails, naming the mode to use, when they differ.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -146,3 +147,36 @@ def _differs(mode: Capture, what: str, sample: int) -> StageError:
                       f"{sample + 1} ({what})",
                       "try another `capture:` mode, or raise atol/rtol if the difference "
                       "is expected")
+
+
+def export_failure(tool: str, exc: BaseException, step: str) -> StageError:
+    """`step` (a torch.export of the model, by `tool`) failed: the model's line it stopped
+    at, and what to try."""
+    text = str(exc)
+    first = first_line(text)
+    where = user_frame(text)
+    data_dependent = "data-dependent" in text or "GuardOnDataDependent" in type(exc).__name__
+    hint = ("the model branches on a tensor's value (data-dependent control flow), which "
+            "torch.export cannot capture: rewrite the branch with torch.where or torch.cond, "
+            "or move it out of forward()" if data_dependent else
+            "torch.export must capture forward() as one graph: see the line named; "
+            "torch.export.draft_export(model, inputs) lists every problem at once")
+    at = f" at {where}" if where else ""
+    return StageError(f"{tool}: {step} failed{at} ({type(exc).__name__}: {first})", hint)
+
+
+def user_frame(text: str) -> str:
+    """`file:line: code` of the model's line torch.export quotes ("The following call
+    raised this error:" / a stack trace), or ''."""
+    match = re.search(r'File "([^"]+)", line (\d+), in (\w+)\s*\n\s*(.+)', text)
+    if match is None:
+        return ""
+    path, line, func, code = match.groups()
+    return f"{path.rsplit('/', 1)[-1]}:{line} in {func}: `{code.strip()}`"
+
+
+def first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""

@@ -80,7 +80,7 @@ def test_the_device_stages_ask_the_probe() -> None:
     assert load_op("compare-latency").probes == "latency"
     assert load_op("infer").probes == "accuracy"
     assert load_op("device-build").probes == "build"
-    assert load_op("compile").probes == ""
+    assert load_op("compile").probes == "compile"
 
 
 def test_the_quickstarts_absent_devices_are_answered_by_their_probes() -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.executorch.options import Delegate, Precision
 from edgebuild.errors import BackendUnavailable, PlanError, StageError, did_you_mean
+from edgebuild.passes.torch_capture import export_failure, first_line, user_frame
 
 if TYPE_CHECKING:
     from edgebuild.backends.executorch.options import ExecutorchOptions
@@ -51,34 +52,11 @@ def export(model: Any, inputs: tuple[Any, ...], step: str = "torch.export") -> A
 
 
 def export_error(exc: BaseException, step: str) -> StageError:
-    text = str(exc)
-    first = _first_line(text)
-    where = _user_frame(text)
-    data_dependent = "data-dependent" in text or "GuardOnDataDependent" in type(exc).__name__
-    hint = ("the model branches on a tensor's value (data-dependent control flow), which "
-            "torch.export cannot capture: rewrite the branch with torch.where or torch.cond, "
-            "or move it out of forward()" if data_dependent else
-            "torch.export must capture forward() as one graph: see the line named; "
-            "torch.export.draft_export(model, inputs) lists every problem at once")
-    at = f" at {where}" if where else ""
-    return StageError(f"ExecuTorch: {step} failed{at} ({type(exc).__name__}: {first})", hint)
-
-
-def _user_frame(text: str) -> str:
-    """`file:line: code` of the model's line torch.export quotes ("The following call
-    raised this error:" / a stack trace), or ''."""
-    match = re.search(r'File "([^"]+)", line (\d+), in (\w+)\s*\n\s*(.+)', text)
-    if match is None:
-        return ""
-    path, line, func, code = match.groups()
-    return f"{path.rsplit('/', 1)[-1]}:{line} in {func}: `{code.strip()}`"
+    return export_failure("ExecuTorch", exc, step)
 
 
 def _first_line(text: str) -> str:
-    for line in text.strip().splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    return first_line(text)
 
 
 def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
@@ -189,7 +167,7 @@ def lowering_error(exc: BaseException, step: str) -> StageError:
         if match:
             op, hint = match.group(1).replace("'", ""), why
             break
-    where = _user_frame(text)
+    where = user_frame(text)
     named = f" on {op}" if op else ""
     at = f" (model line {where})" if where else ""
     return StageError(f"ExecuTorch: {step} failed{named}{at}: {type(exc).__name__}: "

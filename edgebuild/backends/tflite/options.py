@@ -45,10 +45,36 @@ class LatencyOn(StrEnum):
     HOST = "host"
 
 
-class TfliteOptions(BaseModel):
-    """Options of the TFLite backend (target profile `options:`)."""
+class TfliteRuntimeOptions(BaseModel):
+    """How a .tflite runs: delegate, phone, latency. Every backend whose artifact is a
+    .tflite has these (tflite, litert-torch: the same interpreter, delegates and phone)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delegate: Delegate = Field(
+        Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
+        "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
+    delegate_fallback: DelegateFallback = Field(
+        DelegateFallback.BUILTIN, description="When the delegate refuses the model (XNNPACK: "
+        "an int8 layer whose requantization scale it cannot take, named in the message; on "
+        "a phone, any delegate benchmark_model cannot apply): `builtin` runs TFLite's "
+        "builtin kernels instead and labels every figure with it; `fail` fails the stage.")
+    android_api_level: int = Field(
+        30, ge=27, le=36, description="Android API level of the device: decides which ops "
+        "the NNAPI delegate takes (the coverage table).")
+    latency_on: LatencyOn = Field(
+        LatencyOn.DEVICE, description="`device`: benchmark_model on the phone over adb (not "
+        "measurable without one); `host`: this machine's interpreter, reported as host figures.")
+    device_serial: str | None = Field(
+        None, description="Deprecated: name the phone in the profile's `runs_on: {kind: adb, "
+        "serial: …}`. adb serial of the phone; default: the only one attached.")
+    benchmark_model: str | None = Field(
+        None, description="Host path of an Android benchmark_model binary to push; default: "
+        "/data/local/tmp/benchmark_model on the device.")
+
+
+class TfliteOptions(TfliteRuntimeOptions):
+    """Options of the TFLite backend (target profile `options:`)."""
 
     precision: Precision = Field(
         Precision.FLOAT32, description="float32, float16 (fp16 weights), dynamic-int8 (int8 "
@@ -74,27 +100,6 @@ class TfliteOptions(BaseModel):
         DEFAULT_BOUND, gt=1, description="With `precision: int8`, as the quantize pass: a "
         "Concat/Add whose inputs' calibrated ranges differ by more than this factor stays "
         "float; null: off.")
-    delegate: Delegate = Field(
-        Delegate.XNNPACK, description="Delegate on the device: nnapi, gpu, xnnpack or cpu. "
-        "On the host the interpreter uses XNNPACK (cpu: builtin kernels).")
-    delegate_fallback: DelegateFallback = Field(
-        DelegateFallback.BUILTIN, description="When the delegate refuses the model (XNNPACK: "
-        "an int8 layer whose requantization scale it cannot take, named in the message; on "
-        "a phone, any delegate benchmark_model cannot apply): `builtin` runs TFLite's "
-        "builtin kernels instead and labels every figure with it; `fail` fails the stage.")
-    android_api_level: int = Field(
-        30, ge=27, le=36, description="Android API level of the device: decides which ops "
-        "the NNAPI delegate takes (the coverage table).")
-    latency_on: LatencyOn = Field(
-        LatencyOn.DEVICE, description="`device`: benchmark_model on the phone over adb (not "
-        "measurable without one); `host`: this machine's interpreter, reported as host figures.")
-    device_serial: str | None = Field(
-        None, description="Deprecated: name the phone in the profile's `runs_on: {kind: adb, "
-        "serial: …}`. adb serial of the phone; default: the only one attached.")
-    benchmark_model: str | None = Field(
-        None, description="Host path of an Android benchmark_model binary to push; default: "
-        "/data/local/tmp/benchmark_model on the device.")
-
     @model_validator(mode="after")
     def _consistent(self) -> TfliteOptions:
         calibrated = self.precision in (Precision.INT8, Precision.INT16X8)

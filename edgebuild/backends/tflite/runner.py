@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.backends.base import Runner, TensorMeta
-from edgebuild.errors import ShapeError, StageError
+from edgebuild.errors import DataError, ShapeError, StageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -149,7 +149,8 @@ def _quantized(tensor: dict[str, Any]) -> bool:
 def recipe_dtype(tensor: dict[str, Any]) -> str:
     """The dtype the recipe feeds: float32 for a quantized tensor (the runner quantizes
     it), else the model's own — a uint8 image input is uint8 in the recipe too."""
-    return "float32" if _quantized(tensor) else str(tensor["dtype"])
+    return "float32" if _quantized(tensor) else str(tensor.get("recipe_dtype") or
+                                                     tensor["dtype"])
 
 
 def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
@@ -159,6 +160,12 @@ def to_model(array: np.ndarray, tensor: dict[str, Any]) -> np.ndarray:
     if tensor["perm"] is not None:
         array = np.transpose(array, tensor["perm"])
     if not _quantized(tensor):  # float32, or an integer input such as raw uint8 pixels
+        if tensor.get("recipe_dtype") and array.size:  # narrowed by the converter
+            info = np.iinfo(tensor["dtype"])
+            if array.min() < info.min or array.max() > info.max:
+                raise DataError(f"input '{tensor['name']}' has values outside "
+                                f"{tensor['dtype']}, the type the converter gave the model's "
+                                f"input ({array.min()}..{array.max()})")
         return np.ascontiguousarray(array, dtype=tensor["dtype"])
     scale, zero_point = tensor["quantization"]
     info = np.iinfo(tensor["dtype"])

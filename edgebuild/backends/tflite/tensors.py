@@ -119,6 +119,9 @@ def io_spec(tflite: Path, upstream: dict[str, Any]) -> dict[str, Any]:
     interpreter = Interpreter(model_path=str(tflite))
     runner = interpreter.get_signature_runner()
     channels_last = upstream.get("layout") == "NHWC"
+    # Integer inputs the converter narrowed (LiteRT-Torch: int64 token ids as int32): the
+    # recipe still feeds its own dtype, and the runner narrows them, checking the range.
+    narrowed: dict[str, str] = upstream.get("recipe_dtypes") or {}
 
     def describe(onnx: dict[str, list[Any]], details: dict[str, Any],
                  is_input: bool) -> list[dict[str, Any]]:
@@ -135,6 +138,8 @@ def io_spec(tflite: Path, upstream: dict[str, Any]) -> dict[str, Any]:
                 "index": int(detail["index"]), "shape": recipe_shape,
                 "model_shape": model_shape, "perm": perm if is_input else inverse(perm),
                 "dtype": str(detail["dtype"].__name__),
+                **({"recipe_dtype": narrowed[onnx_name]} if is_input and narrowed.get(
+                    onnx_name, detail["dtype"].__name__) != detail["dtype"].__name__ else {}),
                 "quantization": ([float(scales[0]), int(zero_points[0])]
                                  if len(scales) else None)})
         return rows

@@ -10,6 +10,7 @@ from pathlib import Path
 from edgebuild.gates.kind import (
     GateKind,
     TargetRecords,
+    blocked_by,
     not_run,
     passed_if,
 )
@@ -26,7 +27,10 @@ class SizeKind(GateKind):
             return []
         compiled = records.run(records.compiled)
         if compiled is None or compiled.artifact is None:
-            return [not_run(target, "size", compiled)]
+            # A compile this machine cannot run (Backend.compile_probe) is unmeasurable, as
+            # the policy says; a compile that failed or never ran is not.
+            blocked = blocked_by(target, "size", compiled, policy)
+            return [blocked if blocked is not None else not_run(target, "size", compiled)]
         size_mb = compiled.artifact.shipped_bytes / 1e6
         ok = size_mb <= gates.size.max_mb
         return [GateResult(

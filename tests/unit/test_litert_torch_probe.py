@@ -1,0 +1,39 @@
+"""The litert-torch backend is not in the default install: without it, its compile is
+"not buildable here" (asked in the driver, nothing imported), never a failed stage; every
+other backend's compile is left to the stage."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from edgebuild.core.target import Target
+from edgebuild.recipe.profiles import BUILTIN_TARGETS, load_profiles
+from edgebuild.registry import load_backend
+
+
+def target(name: str) -> Target:
+    return Target(name=name, profile=load_profiles([BUILTIN_TARGETS])[name].profile)
+
+
+def test_without_litert_torch_its_compile_is_not_buildable_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "litert_torch" else real(name, *a))
+    said = load_backend("litert-torch").probe(target("android-litert-torch"), "compile")
+    assert said is not None and said.startswith(
+        "not buildable here: LiteRT-Torch is not installed (litert_torch")
+    assert "EDGEBUILD_LITERT_TORCH=1 bash scripts/setup.sh" in said
+
+
+def test_with_it_the_stage_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    assert load_backend("litert-torch").probe(target("android-litert-torch"), "compile") is None
+
+
+@pytest.mark.parametrize("profile", sorted(set(load_profiles([BUILTIN_TARGETS]))
+                                       - {"android-litert-torch"}))
+def test_every_other_backends_compile_runs_as_before(profile: str) -> None:
+    assert load_backend(target(profile).backend).probe(target(profile), "compile") is None
