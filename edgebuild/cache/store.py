@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -227,6 +228,9 @@ class Store:
         self.remove(key)
 
     def remove(self, key: str) -> None:
+        # A run that removes an entry leaves the next one something to build: never
+        # replayed (run/replay.py hears this).
+        sys.audit("edgebuild.cache.remove", key)
         self._verified.pop(key, None)
         source = self.entry_dir(key)
         self.trash.mkdir(parents=True, exist_ok=True)

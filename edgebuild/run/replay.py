@@ -14,6 +14,8 @@ code, importing none of the above (0.1 s)::
                     stdout / stderr teed
                     a process started, a socket opened ──▶ no record (a probe's answer
                     could differ next time: `adb devices`, a cluster)
+                    a cache entry removed ("edgebuild.cache.remove": a noisy figure
+                    forgotten) ──▶ no record (the next run measures it again)
                     a stage executed ──▶ no record (the next run may differ: it is cached)
          │ 0 stages executed, no exception
          ▼
@@ -294,6 +296,8 @@ class Recorder:
             argv, code, stdout = args
             self.asking.remove(tuple(argv))
             self.asked.append(([str(a) for a in argv], int(code), str(stdout)))
+        elif event == "edgebuild.cache.remove":  # a figure forgotten: the next run times it
+            self.spoil("a cache entry removed: the next run builds it again")
         elif event == "subprocess.Popen" and tuple(args[1]) in self.asking:
             return  # the question asked: its answer is kept and asked again on replay
         elif event in _SPOILING_EVENTS or event.startswith("os.exec"):

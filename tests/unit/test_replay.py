@@ -23,11 +23,12 @@ NOTE = "its account is replayed above"
 
 
 def cli(cache: Path, *args: str, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m edgebuild` with its own cache: the console script's process."""
+        python: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -m edgebuild` with its own cache, without $CI (CI sets it; the run reads it):
+    the console script's process. `python`: interpreter flags (-X importtime)."""
     full = {k: v for k, v in os.environ.items() if k not in ("CI", "EDGEBUILD_NO_REPLAY")}
     full.update({"EDGEBUILD_CACHE_DIR": str(cache), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "edgebuild", *args], cwd=cwd or REPO,
+    return subprocess.run([sys.executable, *python, "-m", "edgebuild", *args], cwd=REPO,
                           env=full, capture_output=True, text=True, check=False, timeout=600)
 
 
@@ -59,9 +60,7 @@ def test_a_cached_run_is_replayed_until_something_it_read_changes(
 
     # The replay imports nothing of the run: not pydantic, not yaml (the same command,
     # with Python's import log).
-    light = subprocess.run([sys.executable, "-X", "importtime", "-m", "edgebuild", *argv],
-                           cwd=REPO, capture_output=True, text=True, check=False,
-                           env={**os.environ, "EDGEBUILD_CACHE_DIR": str(cache)})
+    light = cli(cache, *argv, python=("-X", "importtime"))
     imported = {line.rsplit("|", 1)[-1].strip() for line in light.stderr.splitlines()
                 if line.startswith("import time:")}
     assert replayed(light) and "edgebuild.run.replay" in imported, light.stderr[-2000:]
