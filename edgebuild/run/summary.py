@@ -42,8 +42,15 @@ def stage_summary(report: Report, loaded: LoadedRecipe) -> str:
                 + (f", {len(unmeasurable)} not measurable here" if unmeasurable else ""))
     if not unmeasurable:
         return f"0 stages executed: all {cached} cached, nothing to build"
-    absent = _absent_devices(loaded, {s.target for s in unmeasurable if s.target})
-    why = f": no {_either(absent)} attached" if absent else ""
+    # A target whose compile could not run here lacks a backend (Backend.compile_probe:
+    # litert-torch not installed), not a device: say which, apart from the devices.
+    unbuildable = {s.target for s in unmeasurable if s.target and s.id.startswith("compile@")}
+    absent = _absent_devices(loaded, {s.target for s in unmeasurable
+                                      if s.target and s.target not in unbuildable})
+    missing = sorted({loaded.targets[t].backend for t in unbuildable if t in loaded.targets})
+    reasons = ([f"no {_either(absent)} attached"] if absent else []) + (
+        [f"backend {_either(missing)} not installed"] if missing else [])
+    why = f": {'; '.join(reasons)}" if reasons else ""
     return (f"0 stages executed: nothing to build; {cached} of {len(report.stages)} cached, "
             f"{len(unmeasurable)} not measurable here{why} (asked again every run)")
 
