@@ -458,9 +458,12 @@ def _replayable(args: argparse.Namespace, argv: list[str] | None
     """For `edgebuild run` as the process's whole job (the console script, argv None): the
     exit code of a replayed fully cached run, else a recorder watching this one; None for
     every other command and for `main(argv)` called inside another program."""
+    if argv is not None or args.command != "run" or args.no_replay:
+        yield None
+        return
     from edgebuild.run import replay
 
-    if argv is not None or args.command != "run" or args.no_replay or replay.asked_not_to():
+    if replay.asked_not_to():
         yield None
         return
     from edgebuild.cache.store import default_cache_dir

@@ -12,6 +12,7 @@ backend can hand it to the gate as it is. Backends add what they run on the phon
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,11 +134,27 @@ def run(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedP
                          f"install Android platform-tools ({PLATFORM_TOOLS})") from err
 
 
+# The questions `ask` puts: `adb devices -l`, and a file test on one phone.
+_FILE_TEST = re.compile(r"\[ -x [\w./-]+ \] && echo present \|\| echo missing")
+
+
+def is_question(argv: Sequence[str]) -> bool:
+    """Whether `argv` is one of the questions `ask` may put (and a replay may put again)."""
+    args = list(argv)
+    if not args or Path(args[0]).name != "adb":
+        return False
+    return args[1:] == ["devices", "-l"] or (
+        len(args) == 5 and args[1] == "-s" and args[3] == "shell"
+        and _FILE_TEST.fullmatch(args[4]) is not None)
+
+
 def ask(argv: Sequence[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
-    """`run` for a question that changes nothing (`adb devices -l`, a file test on the
-    phone). Both audit events let a fully cached run be replayed only when the question,
-    asked again, gets the same answer (run/replay.py); any other command keeps it from
-    being replayed at all."""
+    """`run` for a question that changes nothing (`is_question`: `adb devices -l`, a file
+    test on the phone). Both audit events let a fully cached run be replayed only when the
+    question, asked again, gets the same answer (run/replay.py); any other command keeps
+    it from being replayed at all."""
+    if not is_question(argv):
+        raise ValueError(f"not a question adb.ask puts: {list(argv)}")
     sys.audit("edgebuild.ask", tuple(argv))
     answer = run(argv, timeout, what)
     sys.audit("edgebuild.answer", tuple(argv), answer.returncode, answer.stdout)

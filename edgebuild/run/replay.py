@@ -91,7 +91,9 @@ def _signature(path: str, listed: bool) -> Signature:
 
 
 def _cpu() -> str:
-    """The CPU's model and instruction sets (a cached latency is this CPU's)."""
+    """The CPU's model and instruction sets (a cached latency is this CPU's). Not
+    cache/keys.py's host_cpu(): importing that module costs 40 ms (importlib.metadata),
+    half of a replay."""
     try:
         text = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
@@ -189,9 +191,15 @@ class ReplayRecord:
 
 
 def _answer(argv: list[str]) -> tuple[int, str] | None:
-    """A device question asked again (devices/adb.py `ask`: it changes nothing)."""
+    """A device question asked again (devices/adb.py `ask`: it changes nothing). Only one
+    of adb's questions is ever run: a record is data, and one that names another command
+    is a miss, never a command line to execute."""
     import subprocess
 
+    from edgebuild.devices.adb import is_question
+
+    if not is_question(argv):
+        return None
     try:
         done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
                               timeout=30, check=False)

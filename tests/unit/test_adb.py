@@ -71,3 +71,19 @@ def test_adb_from_android_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     adb.chmod(0o755)
     assert find_adb({"PATH": str(tmp_path / "nowhere"), "ANDROID_HOME": str(tmp_path / "sdk")}
                     ) == adb
+
+
+def test_only_adbs_own_questions_are_asked() -> None:
+    """A replay record is data: the commands it may ask again are these, and no other
+    (run/replay.py); `ask` refuses anything else, so both sides agree."""
+    from edgebuild.devices.adb import ask, is_question
+
+    assert is_question(["/usr/bin/adb", "devices", "-l"])
+    assert is_question(["adb", "-s", "R58M", "shell", "[ -x /data/local/tmp/benchmark_model ] "
+                        "&& echo present || echo missing"])
+    for argv in (["/bin/sh", "devices", "-l"], ["adb", "shell", "rm", "-rf", "/sdcard"],
+                 ["adb", "-s", "R58M", "shell", "[ -x /x ] && echo present || rm -rf /"],
+                 ["adb", "devices"], []):
+        assert not is_question(argv), argv
+        with pytest.raises(ValueError, match="not a question"):
+            ask(argv, 1.0, "test")

@@ -82,13 +82,13 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
             assert options.calibration_dataset is not None  # the options' validator
             calibration = ctx.dataset(options.calibration_dataset)
             used = min(len(calibration), options.calibration_samples)
-            names = convert.signature_inputs(destination)
-            feeds = [{signature: calibration.feed(i)[t["name"]]
-                      for signature, t in zip(names, tensors, strict=True)}
+            signature, names = convert.signature_inputs(destination)
+            feeds = [{name: calibration.feed(i)[t["name"]]
+                      for name, t in zip(names, tensors, strict=True)}
                      for i in range(used)]
             bits = 8 if options.precision is Precision.INT8 else 16
             seconds["quantize_seconds"] = round(
-                convert.quantize(destination, feeds, destination, bits), 2)
+                convert.quantize(destination, signature, feeds, destination, bits), 2)
         io = io_spec(destination, {
             "onnx_inputs": {t["name"]: [int(d) for d in x.shape]
                             for t, x in zip(tensors, inputs, strict=True)},

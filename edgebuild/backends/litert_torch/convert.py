@@ -67,16 +67,15 @@ def to_tflite(model: Any, inputs: tuple[Any, ...], destination: Path) -> float:
     return time.perf_counter() - started
 
 
-def quantize(model: Path, feeds: list[dict[str, np.ndarray]], destination: Path,
-             activation_bits: int) -> float:
+def quantize(model: Path, signature: str, feeds: list[dict[str, np.ndarray]],
+             destination: Path, activation_bits: int) -> float:
     """ai-edge-quantizer's static quantization of `model` (int8 weights, `activation_bits`
     8 or 16 activations), calibrated on `feeds` (each the model's signature inputs by
-    name); the seconds it took."""
+    name, of `signature`); the seconds it took."""
     with needs_litert_torch():
         from ai_edge_quantizer import quantizer, recipe
     started = time.perf_counter()
     try:
-        signature = _signature(model)
         chosen = recipe.static_wi8_ai8() if activation_bits == 8 else recipe.static_wi8_ai16()
         engine = quantizer.Quantizer(str(model), chosen)
         calibrated = engine.calibrate({signature: feeds})
@@ -92,18 +91,11 @@ def quantize(model: Path, feeds: list[dict[str, np.ndarray]], destination: Path,
     return time.perf_counter() - started
 
 
-def _signature(model: Path) -> str:
+def signature_inputs(model: Path) -> tuple[str, list[str]]:
+    """The model's signature and its input names, in the order of the converted model's
+    arguments (args_0, args_1, …: numbered, so sorted by number, not as text)."""
     from ai_edge_litert.interpreter import Interpreter
 
-    signatures = Interpreter(model_path=str(model)).get_signature_list()
-    return str(next(iter(signatures)))
-
-
-def signature_inputs(model: Path) -> list[str]:
-    """The model's signature input names, in the order of the converted model's arguments
-    (args_0, args_1, …: numbered, so sorted by number, not as text)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    names = list(next(iter(Interpreter(model_path=str(model)).get_signature_list().values()))
-                 ["inputs"])
-    return sorted(names, key=lambda n: (len(n), n))
+    signature, spec = next(iter(Interpreter(model_path=str(model)).get_signature_list()
+                                .items()))
+    return str(signature), sorted(spec["inputs"], key=lambda n: (len(n), n))
