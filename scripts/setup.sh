@@ -2,10 +2,10 @@
 # The complete install of edgebuild on a fresh Debian/Ubuntu machine (also used by
 # the Dockerfile and CI). Idempotent: run it again after pulling.
 #
-#   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + Core ML + ExecuTorch + dev tools
+#   bash scripts/setup.sh            core + quickstart model + OpenVINO + TFLite + Dask + QNN + Core ML + ExecuTorch + LiteRT-Torch + dev tools
 #   EDGEBUILD_EXTRAS=dev,openvino bash scripts/setup.sh     (no TFLite: ~1.5 GB less)
 #   EDGEBUILD_TRITON=1 bash scripts/setup.sh   also the Triton server's own venv (~1 min)
-#   EDGEBUILD_LITERT_TORCH=1 bash scripts/setup.sh   also LiteRT-Torch (~700 MB, --no-deps)
+#   EDGEBUILD_LITERT_TORCH=0 bash scripts/setup.sh   without LiteRT-Torch (~700 MB, --no-deps)
 #
 # Steps pip extras cannot express live here: the Fashion-MNIST data (a Debian
 # package), the CPU build of torch (an open range would pull a multi-GB CUDA
@@ -110,16 +110,27 @@ if [ "${EDGEBUILD_TRITON:-0}" = 1 ]; then
   $VENV/bin/python -m edgebuild.backends.triton.env
 fi
 
-if [ "${EDGEBUILD_LITERT_TORCH:-0}" = 1 ]; then
+# LiteRT-Torch rides on the tflite extra (ai-edge-litert runs its .tflite) and the
+# executorch one (torchao; bias correction measures in ExecuTorch's PT2E twin).
+LITERT_TORCH=${EDGEBUILD_LITERT_TORCH:-auto}
+if [ "$LITERT_TORCH" = auto ]; then
+  case ",$EXTRAS," in
+    *,all,*) LITERT_TORCH=1 ;;
+    *,tflite,*) case ",$EXTRAS," in *,executorch,*) LITERT_TORCH=1 ;; *) LITERT_TORCH=0 ;; esac ;;
+    *) LITERT_TORCH=0 ;;
+  esac
+fi
+if [ "$LITERT_TORCH" = 1 ]; then
   say "LiteRT-Torch and ai-edge-quantizer (--no-deps: xdsl pins typing-extensions<4.13)"
   # The litert-torch backend (docs/backends-tflite.md, "LiteRT-Torch"). Resolved with its
   # declared dependencies it would take pydantic down to 2.11 (xdsl 0.28's pin); with
   # --no-deps it runs on the project's versions. ~700 MB: JAX's jaxlib and the MLIR
   # converter. What it imports besides the project's own dependencies is listed here.
+  # EDGEBUILD_LITERT_TORCH=0 leaves it out (its targets are then "not buildable here").
   $PIP install -q --no-deps "litert-torch==0.10.0" "litert-converter==0.5.0" \
     "ai-edge-quantizer==0.10.0" "xdsl==0.28.0" "ordered-set==4.1.0" "immutabledict==4.2.1" \
-    "jax==0.10.2" "jaxlib==0.10.2" multipledispatch lark litert-lm-builder \
-    backports.strenum opt_einsum
+    "jax==0.10.2" "jaxlib==0.10.2" "multipledispatch==1.0.0" "lark==1.3.1" \
+    "litert-lm-builder==0.18.1" "backports.strenum==1.2.8" "opt_einsum==3.4.0"
 fi
 
 # OpenVINO and NNCF send usage telemetry unless opted out; edgebuild opts out.

@@ -159,7 +159,8 @@ VOICE_ACTIVITY = "recipes/voice-activity.yaml"
 class SessionBuild:
     """One cold build of a committed recipe (minutes on 2 cores), shared by the session:
     `quickstart_build` (tests/e2e/test_recipes.py re-runs it cached,
-    tests/integration/fleet publishes it, tests/integration/executorch reads its .pte) and
+    tests/integration/fleet publishes it, tests/integration/executorch reads its .pte,
+    tests/integration/litert_torch its .tflite files) and
     `fashion_mnist_build` (the e2e check re-runs it cached, tests/e2e/test_ci_workflows.py
     starts its CI service's cache from it) and `voice_activity_build` (its e2e check
     re-runs it cached; the TFLite and QNN streaming checks read its android and
@@ -317,7 +318,11 @@ SESSION_BUILD_USERS: dict[str, tuple[str, ...]] = {
                              "test_fp32_and_int8_pte_pass_their_gates_with_host_labels",
                              "test_delegation_table_lists_what_xnnpack_took",
                              "test_the_profile_names_xnnpacks_kernels_and_their_precision",
-                             "test_the_pte_loads_and_runs_in_the_runtime"))),
+                             "test_the_pte_loads_and_runs_in_the_runtime")),
+                         *(f"tests/integration/litert_torch/test_backend.py::{name}" for name in (
+                             "test_float32_and_int8_pass_their_gates_in_litert",
+                             "test_int8_keeps_the_float_layers_and_corrects_biases",
+                             "test_the_tflite_loads_and_computes_what_pytorch_does"))),
     "fashion_mnist_build": ("tests/e2e/test_recipes.py::test_fashion_mnist_recipe",
                       "tests/e2e/test_ci_workflows.py"),
     "voice_activity_build": ("tests/e2e/test_recipes.py::test_voice_activity_recipe",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from edgebuild.backends.tflite.options import TfliteOptions
-from edgebuild.backends.tflite.tensors import inverse, layout_perm, match_names
+from edgebuild.backends.tflite.tensors import in_order, inverse, layout_perm, match_names
 from edgebuild.errors import StageError
 from edgebuild.plan.planner import implicit_path
 from edgebuild.registry import conversions
@@ -244,3 +244,13 @@ def test_node_names_tensorflow_refuses_are_made_scope_names(tmp_path: Path) -> N
     name_nodes_and_infer_shapes(path)
     assert [n.name for n in onnx.load(path).graph.node] == [
         "/features/features.0/Relu", "Softmax_0_1", "Softmax_0", "sng_Relu_3"]
+
+
+def test_numbered_signature_names_keep_their_order_past_ten() -> None:
+    """LiteRT-Torch's args_0 … args_11: text order would feed args_10 the third input."""
+    names = [f"args_{i}" for i in range(12)]
+    shuffled = sorted(names)  # args_0, args_1, args_10, args_11, args_2, …
+    assert in_order(shuffled) == names
+    recipe = [f"x{i}" for i in range(12)]
+    assert match_names(recipe, in_order(shuffled)) == dict(zip(recipe, names, strict=True))
+    assert in_order(["b", "a_2", "a_10", "a"]) == ["a", "a_2", "a_10", "b"]

@@ -71,7 +71,7 @@ def quantize(model: Any, inputs: tuple[Any, ...], options: ExecutorchOptions,
 
         from edgebuild.backends.executorch import pt2e
 
-    keep = _not_in(float_modules(model, options.keep_float)) if options.keep_float else None
+    keep = not_in(float_modules(model, options.keep_float)) if options.keep_float else None
     quantizer = pt2e.quantizer(options, keep)
     captured = export(model, inputs, "torch.export (for PT2E quantization)").module()
     feeds = [tuple(torch.from_numpy(calibration.feed(i)[name]) for name in names)
@@ -112,7 +112,7 @@ def float_modules(model: Any, names: list[str]) -> list[str]:
     return found
 
 
-def _not_in(modules: list[str]) -> Any:
+def not_in(modules: list[str]) -> Any:
     """XNNPACKQuantizer's filter: quantize a node unless one of `modules` made it (its
     `set_module_name` refuses a None config, so leaving a module float is a filter)."""
     from torchao.quantization.pt2e.quantizer import get_module_name_filter

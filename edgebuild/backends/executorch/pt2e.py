@@ -42,9 +42,14 @@ ANNOTATION = "quantization_annotation"  # torchao's Q_ANNOTATION_KEY
 def quantizer(options: ExecutorchOptions, keep: Callable[[Any], bool] | None) -> Any:
     """XNNPACKQuantizer with `options`' observer, quantizing the nodes `keep` accepts
     (all without it), conv/linear + hardtanh annotated as one pattern if `fuse_clamps`."""
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
+    return xnnpack_quantizer(options.per_channel, options.observer, options.fuse_clamps, keep)
 
-    fuse = options.fuse_clamps
+
+def xnnpack_quantizer(per_channel: bool, observer: Observer, fuse: bool,
+                      keep: Callable[[Any], bool] | None) -> Any:
+    """`quantizer`'s XNNPACKQuantizer from its settings (LiteRT-Torch's bias correction
+    measures with one: litert_torch/bias.py)."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import XNNPACKQuantizer
 
     class ClampFusingQuantizer(XNNPACKQuantizer):  # type: ignore[misc]
         clamps_fused = 0  # conv/linear + hardtanh pairs annotated as one
@@ -54,7 +59,7 @@ def quantizer(options: ExecutorchOptions, keep: Callable[[Any], bool] | None) ->
                 self.clamps_fused = annotate_clamps(model, self.global_config, self.filter_fn)
             return super().annotate(model)
 
-    made = ClampFusingQuantizer().set_global(config(options.per_channel, options.observer))
+    made = ClampFusingQuantizer().set_global(config(per_channel, observer))
     if keep is not None:
         made.set_filter_function(keep)
     return made
@@ -115,7 +120,29 @@ def annotate_clamps(model: Any, config: Any, keep: Callable[[Any], bool] | None)
 
 def correct_biases(prepared: Any, feeds: Iterable[tuple[Any, ...]]) -> dict[str, float]:
     """Subtract from each quantized conv/linear's bias in the calibrated `prepared` model
-    its mean output shift per channel over `feeds`; {layer: largest |shift|}.
+    its mean output shift per channel over `feeds` (`measure_shifts`); {layer: largest
+    |shift|}."""
+    import torch
+
+    twin, shifts = measure_shifts(prepared, feeds)
+    corrected: dict[str, float] = {}
+    nodes = {n.name: n for n in twin.graph.nodes}
+    for name, shift in shifts.items():
+        node = nodes[name]
+        bias = node.args[2] if len(node.args) > 2 else None
+        if not isinstance(bias, torch.fx.Node) or bias.op != "get_attr":
+            continue  # no bias to absorb it (every BN-folded conv has one)
+        owner, _, attribute = str(bias.target).rpartition(".")
+        tensor = getattr(prepared.get_submodule(owner) if owner else prepared, attribute)
+        with torch.no_grad():
+            tensor.sub_(shift)
+        corrected[module_of(node) or name] = round(float(shift.abs().max()), 6)
+    return corrected
+
+
+def measure_shifts(prepared: Any, feeds: Iterable[tuple[Any, ...]]) -> tuple[Any, dict[str, Any]]:
+    """(the float twin, {conv/linear node name: its mean output shift per channel}) of the
+    calibrated `prepared` model over `feeds`; node names are `prepared`'s.
 
     Measured in a converted copy whose weights stay float (`fold_quantize=False`): run
     with its quantize/dequantize nodes as identities it is the FP32 model (BN folded),
@@ -135,23 +162,11 @@ def correct_biases(prepared: Any, feeds: Iterable[tuple[Any, ...]]) -> dict[str,
         for feed in feeds:
             measure.run(*feed)
             count += 1
-    corrected: dict[str, float] = {}
-    nodes = {n.name: n for n in twin.graph.nodes}
-    for name, total in measure.sums.items():
-        node = nodes[name]
-        bias = node.args[2] if len(node.args) > 2 else None
-        if not isinstance(bias, torch.fx.Node) or bias.op != "get_attr":
-            continue  # no bias to absorb it (every BN-folded conv has one)
-        shift = (total / count).to(torch.float32)
-        owner, _, attribute = str(bias.target).rpartition(".")
-        tensor = getattr(prepared.get_submodule(owner) if owner else prepared, attribute)
-        with torch.no_grad():
-            tensor.sub_(shift)
-        corrected[_module_of(node) or name] = round(float(shift.abs().max()), 6)
-    return corrected
+    return twin, {name: (total / count).to(torch.float32)
+                  for name, total in measure.sums.items()}
 
 
-def _module_of(node: Any) -> str:
+def module_of(node: Any) -> str:
     """The PyTorch module a graph node came from (`_blocks.3._expand_conv`), or ''."""
     stack = node.meta.get("nn_module_stack") or {}
     return str(list(stack.values())[-1][0]) if stack else ""

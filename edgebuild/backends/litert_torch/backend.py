@@ -1,7 +1,8 @@
 """LiteRT-Torch: PyTorch -> .tflite directly, for Android phones (no ONNX, no onnx2tf).
 
     PyTorch ─ litert_torch.convert ─▶ model.tflite (float32, NCHW kept)
-            ─ [int8: ai-edge-quantizer static_wi8_ai8, calibrated] ─▶ model.tflite
+            ─ [int8: ai-edge-quantizer static w8a8, calibrated; `keep_float` modules
+               left float (layers.py), biases corrected first (bias.py)] ─▶ model.tflite
             + nnapi_coverage.md (as the tflite backend's)
 
 Google's own PyTorch route to LiteRT (the `tflite` backend reaches it from ONNX through
@@ -20,7 +21,8 @@ Not in the default install: litert-torch declares xdsl, which pins typing-extens
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 from edgebuild.backends.base import Backend
 from edgebuild.backends.litert_torch.options import LitertTorchOptions, Precision
@@ -61,6 +63,7 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import torch
 
+        from edgebuild.backends.executorch.lower import float_modules
         from edgebuild.backends.litert_torch import convert
         from edgebuild.backends.tflite import nnapi
         from edgebuild.backends.tflite.tensors import io_spec
@@ -75,20 +78,35 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
         with torch.no_grad():
             produced = model(*inputs)
         produced = produced if isinstance(produced, tuple | list) else (produced,)
+        keep = float_modules(model, options.keep_float)  # a PlanError names an unknown one
         destination = ctx.out / MODEL
-        seconds = {"convert_seconds": round(convert.to_tflite(model, inputs, destination), 2)}
-        used = 0
+        quantized: dict[str, Any] = {}
+        used, feeds = 0, []
         if options.precision is not Precision.FLOAT32:
             assert options.calibration_dataset is not None  # the options' validator
             calibration = ctx.dataset(options.calibration_dataset)
             used = min(len(calibration), options.calibration_samples)
-            signature, names = convert.signature_inputs(destination)
-            feeds = [{name: calibration.feed(i)[t["name"]]
-                      for name, t in zip(names, tensors, strict=True)}
+            feeds = [{t["name"]: calibration.feed(i)[t["name"]] for t in tensors}
                      for i in range(used)]
+        converted = model
+        if options.precision is Precision.INT8 and options.bias_correction:
+            converted, shifts = _corrected(model, inputs, feeds, [t["name"] for t in tensors],
+                                           keep)
+            quantized["bias_corrected"] = {"layers": len(shifts),
+                                           "largest_shift": max(shifts.values(), default=0.0)}
+        seconds = {"convert_seconds": round(convert.to_tflite(converted, inputs, destination),
+                                            2)}
+        if options.precision is not Precision.FLOAT32:
+            patterns = _float_scopes(model, inputs, keep, destination)
+            quantized["kept_float_ops"] = {module: count for module, (_, count)
+                                           in patterns.items()}
+            signature, names = convert.signature_inputs(destination)
+            by_position = [{name: feed[t["name"]]
+                            for name, t in zip(names, tensors, strict=True)} for feed in feeds]
             bits = 8 if options.precision is Precision.INT8 else 16
-            seconds["quantize_seconds"] = round(
-                convert.quantize(destination, signature, feeds, destination, bits), 2)
+            seconds["quantize_seconds"] = round(convert.quantize(
+                destination, signature, by_position, destination, bits,
+                [regex for regex, _ in patterns.values()]), 2)
         io = io_spec(destination, {
             "onnx_inputs": {t["name"]: [int(d) for d in x.shape]
                             for t, x in zip(tensors, inputs, strict=True)},
@@ -104,5 +122,49 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
             "precision": options.precision.value, "io": io, "calibration_samples": used,
             "converter": "litert-torch", "notes": ["nnapi_coverage.md"],
             "nnapi": coverage_summary(rows, options.android_api_level), "ships": [MODEL],
+            "kept_float": _kept_float(options), "quantization": quantized or None,
             **seconds, "compile_seconds": round(time.perf_counter() - started, 2)})
 
+
+def _corrected(model: Any, inputs: tuple[Any, ...], feeds: list[dict[str, Any]],
+               names: list[str], keep: list[str]) -> tuple[Any, dict[str, float]]:
+    """bias.corrected on the calibration `feeds` (by recipe input name), in `names`' order."""
+    import torch
+
+    from edgebuild.backends.litert_torch import bias
+
+    positional = [tuple(torch.from_numpy(feed[name]) for name in names) for feed in feeds]
+    return bias.corrected(model, inputs, positional, keep)
+
+
+def _float_scopes(model: Any, inputs: tuple[Any, ...], keep: list[str],
+                  converted: Path) -> dict[str, tuple[str, int]]:
+    """{kept module: (its ai-edge-quantizer regex, the ops of `converted` it finds)}; a
+    StageError names a module that finds none (layers.py)."""
+    if not keep:
+        return {}
+    from edgebuild.backends.executorch.lower import export
+    from edgebuild.backends.litert_torch import layers
+
+    exported = export(model, inputs, "torch.export (keep_float's op names)")
+    found = layers.scopes(exported, keep)
+    produced = layers.produces(exported, keep)
+    written = layers.output_names(converted) if produced else []
+    patterns = {module: layers.pattern(found[module], [written[i] for i in produced.get(
+                    module, []) if i < len(written)]) for module in keep if module in found}
+    counts = {module: 0 for module in keep} | layers.matched(converted, patterns)
+    layers.check(counts)
+    return {module: (patterns[module], counts[module]) for module in keep}
+
+
+def _kept_float(options: LitertTorchOptions) -> dict[str, Any] | None:
+    """What stayed float in this build, and what of the shared INT8 rules (quant/safety.py)
+    it does not do."""
+    if options.precision is Precision.FLOAT32:
+        return None
+    kept = ([f"kept float by ai-edge-quantizer (keep_float): {', '.join(options.keep_float)}"]
+            if options.keep_float else [])
+    return {"nodes": list(options.keep_float), "applies": False, "notes": [*kept,
+        "ai-edge-quantizer quantizes every op it supports but those: the INT8 rules' "
+        "automatic float nodes (mixed-range Concat/Add, output tail, signal front end) are "
+        "not applied to this path yet (bias correction is: `bias_correction`)"]}

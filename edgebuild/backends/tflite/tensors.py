@@ -12,6 +12,8 @@ runner.py and profile.py read). Calibration feeds are permuted the same way
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,8 +77,17 @@ def inverse(perm: list[int] | None) -> list[int] | None:
     return inverse
 
 
+def in_order(names: Iterable[str]) -> list[str]:
+    """A signature's tensor names in their numbered order: `args_2` before `args_10`
+    (LiteRT-Torch numbers its inputs args_0, args_1 …, its outputs output_0 …; a
+    converter's signature map is keyed by name, so its order is lost)."""
+    return sorted(names, key=lambda name: [(0, int(part), "") if part.isdigit() else
+                                           (1, 0, part) for part in re.split(r"(\d+)", name)])
+
+
 def match_names(onnx_names: list[str], model_names: list[str]) -> dict[str, str]:
-    """ONNX name -> model name: by name when onnx2tf kept it, else by position."""
+    """ONNX name -> model name: by name when onnx2tf kept it, else by position
+    (`model_names` in_order)."""
     if set(onnx_names) == set(model_names):
         return {n: n for n in onnx_names}
     if len(onnx_names) != len(model_names):
@@ -93,7 +104,7 @@ def savedmodel_spec(model: Artifact) -> dict[str, Any]:
     signature = loaded.signatures["serving_default"]
     specs = signature.structured_input_signature[1]
     onnx_inputs: dict[str, list[Any]] = model.metadata["onnx_inputs"]
-    names = match_names(list(onnx_inputs), sorted(specs))
+    names = match_names(list(onnx_inputs), in_order(specs))
     channels_last = model.metadata.get("layout") == "NHWC"
     return {onnx_name: {"name": names[onnx_name],
                         "dtype": specs[names[onnx_name]].dtype.as_numpy_dtype,
@@ -125,7 +136,7 @@ def io_spec(tflite: Path, upstream: dict[str, Any]) -> dict[str, Any]:
 
     def describe(onnx: dict[str, list[Any]], details: dict[str, Any],
                  is_input: bool) -> list[dict[str, Any]]:
-        names = match_names(list(onnx), sorted(details))
+        names = match_names(list(onnx), in_order(details))
         rows = []
         for onnx_name, recipe_shape in onnx.items():
             detail = details[names[onnx_name]]
