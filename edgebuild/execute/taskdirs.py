@@ -9,7 +9,14 @@ cluster, removes the folders of processes that are gone:
     $TMPDIR/edgebuild-tasks-<uid>/<pid>-<process start time>/task-XXXX/
         (pid, start time) no longer a live process -> the whole folder is removed
 
-The start time tells a reused pid apart. The parent folder is this user's (0700,
+The start time tells a reused pid apart: a process that took the pid later started
+*later* than the one the folder names. Never "different", only later: a process's own
+reading of its start time may be later than the kernel's, never earlier. qemu-user
+(the emulated boards) answers /proc/self/stat itself, with the time its emulator started
+(Debian's qemu-user-static 7.2, measured: one clock tick after the kernel's figure on a
+loaded machine), and the board's task folder was once removed under a running stage by a
+host process that read the kernel's figure: the stage's spec and log vanished, and it
+"exited with code 1 without a result" with an empty log. The parent folder is this user's (0700,
 not a symlink): another user of the machine cannot plant or read a task's files.
 """
 
@@ -69,7 +76,7 @@ def remove_stale() -> int:
         if not pid.isdigit():
             continue
         now = _start_time(int(pid))
-        if now is None or (now != "?" and started != "?" and now != started):
+        if now is None or (now.isdigit() and started.isdigit() and int(now) > int(started)):
             remove_tree(folder)
             removed += 1
     return removed
