@@ -96,25 +96,24 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
                                            "largest_shift": max(shifts.values(), default=0.0)}
         seconds = {"convert_seconds": round(convert.to_tflite(converted, inputs, destination),
                                             2)}
-        if options.precision is not Precision.FLOAT32:
-            patterns = _float_scopes(model, inputs, keep, destination)
-            quantized["kept_float_ops"] = {module: count for module, (_, count)
-                                           in patterns.items()}
-            signature, names = convert.signature_inputs(destination)
-            by_position = [{name: feed[t["name"]]
-                            for name, t in zip(names, tensors, strict=True)} for feed in feeds]
-            bits = 8 if options.precision is Precision.INT8 else 16
-            seconds["quantize_seconds"] = round(convert.quantize(
-                destination, signature, by_position, destination, bits,
-                [regex for regex, _ in patterns.values()]), 2)
-        io = io_spec(destination, {
+        upstream = {
             "onnx_inputs": {t["name"]: [int(d) for d in x.shape]
                             for t, x in zip(tensors, inputs, strict=True)},
             "onnx_outputs": {name: [int(d) for d in y.shape]
                              for name, y in zip(outputs, produced, strict=True)},
             "recipe_dtypes": {t["name"]: t["dtype"] for t in tensors
                               if t["dtype"].startswith("int")},
-            "layout": "NCHW"})
+            "layout": "NCHW"}
+        if options.precision is not Precision.FLOAT32:
+            patterns = _float_scopes(model, inputs, keep, destination)
+            quantized["kept_float_ops"] = {module: count for module, (_, count)
+                                           in patterns.items()}
+            bits = 8 if options.precision is Precision.INT8 else 16
+            seconds["quantize_seconds"] = round(convert.quantize(
+                destination, convert.signature_key(destination),
+                _model_feeds(feeds, io_spec(destination, upstream)), destination, bits,
+                [regex for regex, _ in patterns.values()]), 2)
+        io = io_spec(destination, upstream)
         rows = nnapi.coverage(nnapi.model_ops(destination), options.android_api_level)
         (ctx.out / "nnapi_coverage.md").write_text(
             nnapi.render_markdown(rows, options.android_api_level))
@@ -135,6 +134,16 @@ def _corrected(model: Any, inputs: tuple[Any, ...], feeds: list[dict[str, Any]],
 
     positional = [tuple(torch.from_numpy(feed[name]) for name in names) for feed in feeds]
     return bias.corrected(model, inputs, positional, keep)
+
+
+def _model_feeds(feeds: list[dict[str, Any]], io: dict[str, Any]) -> list[dict[str, Any]]:
+    """The recipe's calibration `feeds` as the float .tflite takes them: by its signature
+    names, narrowed where the converter narrowed an input (int64 token ids to int32,
+    range-checked: tflite/runner.to_model)."""
+    from edgebuild.backends.tflite.runner import to_model
+
+    return [{t["model_name"]: to_model(feed[t["name"]], t) for t in io["inputs"]}
+            for feed in feeds]
 
 
 def _float_scopes(model: Any, inputs: tuple[Any, ...], keep: list[str],

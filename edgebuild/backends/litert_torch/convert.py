@@ -117,13 +117,8 @@ def quantize(model: Path, signature: str, feeds: list[dict[str, np.ndarray]],
     return time.perf_counter() - started
 
 
-def signature_inputs(model: Path) -> tuple[str, list[str]]:
-    """The model's signature and its input names, in the order of the converted model's
-    arguments (args_0, args_1, …: numbered, so sorted by number, not as text)."""
+def signature_key(model: Path) -> str:
+    """The converted model's (one) signature, which calibration feeds by name."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from edgebuild.backends.tflite.tensors import in_order
-
-    signature, spec = next(iter(Interpreter(model_path=str(model)).get_signature_list()
-                                .items()))
-    return str(signature), in_order(spec["inputs"])
+    return str(next(iter(Interpreter(model_path=str(model)).get_signature_list())))

@@ -108,3 +108,36 @@ targets:
     assert "LiteRT-Torch: torch.export failed at sign_gate.py:" in said
     assert "if bool(y.sum() > 0)" in said
     assert "torch.where or torch.cond" in said
+
+
+TOKEN_BAG = REPO / "tests" / "models" / "token_bag.py"  # int64 token ids in
+
+
+@pytest.mark.slow
+def test_int8_calibrates_a_model_whose_ids_the_converter_narrowed(tmp_path: Path) -> None:
+    """LiteRT-Torch makes int64 token ids int32: the calibration feeds are narrowed as the
+    runner's are (all-MiniLM-L6-v2's int8 first failed here, "Got value of type INT64 but
+    expected type INT32")."""
+    recipe = tmp_path / "tokens.yaml"
+    recipe.write_text(f"""\
+name: token-bag
+model: {{factory: {TOKEN_BAG}:build}}
+inputs: [{{name: ids, shape: [1, 8], dtype: int64}}]
+outputs: [scores]
+datasets:
+  tokens: {{kind: callable, function: {TOKEN_BAG}:tokens}}
+targets:
+  android-litert-torch-int8:
+    profile: android-litert-torch
+    options: {{precision: int8, calibration_dataset: tokens, calibration_samples: 16,
+              latency_on: host, keep_float: [head]}}
+    gates: {{accuracy: {{dataset: tokens, task: regression, min_cosine: 0.99}}}}
+""")
+    done = edgebuild("run", str(recipe), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    stage = {s["id"]: s for s in report_of(tmp_path / "out")["stages"]}[
+        "compile@android-litert-torch-int8"]
+    io = stage["metadata"]["io"]["inputs"][0]
+    assert (io["dtype"], io["recipe_dtype"]) == ("int32", "int64")
+    # The head computes the model's output: found by the output's name, kept float.
+    assert stage["metadata"]["quantization"]["kept_float_ops"] == {"head": 1}
