@@ -1,6 +1,6 @@
-"""The litert-torch backend is not in the default install: without it, its compile is
-"not buildable here" (asked in the driver, nothing imported), never a failed stage; every
-other backend's compile is left to the stage."""
+"""The litert-torch backend may be left out of an install (EDGEBUILD_LITERT_TORCH=0):
+without it, its compile is "not buildable here" (asked in the driver, nothing imported),
+never a failed stage; every other backend's compile is left to the stage."""
 
 from __future__ import annotations
 

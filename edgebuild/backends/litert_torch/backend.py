@@ -13,9 +13,10 @@ same interpreter on this host (accuracy, and latency labelled a host figure with
 `latency_on: host`), the same benchmark_model on a phone over adb, the same probes and
 per-op profile, read from the same runtime options (options.py).
 
-Not in the default install: litert-torch declares xdsl, which pins typing-extensions
-< 4.13 and so pydantic down to 2.11; it works with the project's versions when installed
-`--no-deps` (convert.INSTALL), ~700 MB with JAX.
+In the default install, `--no-deps`: litert-torch declares xdsl, which pins
+typing-extensions < 4.13 and so pydantic down to 2.11; it works with the project's
+versions installed without its declared dependencies (scripts/setup.sh, with the tflite
+and executorch extras; convert.INSTALL), ~700 MB with JAX.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
                                         "ai-edge-litert", "torch")
     device_tools: ClassVar[tuple[str, ...]] = ("ai-edge-litert",)
     version = 1
-    # No pip extra: its declared pins would downgrade pydantic (convert.py, INSTALL).
+    # No pip extra: its declared pins would downgrade pydantic; scripts/setup.sh installs
+    # it --no-deps (convert.py, INSTALL).
     install_hint = ("pip install --no-deps litert-torch==0.10.0 … (docs/backends-tflite.md, "
                     "\"LiteRT-Torch\")")
     runner_metadata = ("io",)
@@ -55,10 +57,12 @@ class LitertTorchBackend(TfliteRuntime, Backend[LitertTorchOptions]):
 
         missing = [name for name in ("litert_torch", "ai_edge_quantizer") if find_spec(name)
                    is None]
+        if not missing:
+            return ""
+        from edgebuild.backends.litert_torch.convert import INSTALL
+
         return (f"not buildable here: LiteRT-Torch is not installed ({', '.join(missing)}): "
-                "it is not in the default install; EDGEBUILD_LITERT_TORCH=1 bash "
-                "scripts/setup.sh adds it (docs/backends-tflite.md, \"LiteRT-Torch\")"
-                if missing else "")
+                f"{INSTALL}")
 
     def compile(self, ctx: StageContext, target: Target) -> OpResult:
         import torch

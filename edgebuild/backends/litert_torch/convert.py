@@ -29,7 +29,8 @@ from edgebuild.passes.torch_capture import export_failure, first_line
 if TYPE_CHECKING:
     import numpy as np
 
-INSTALL = ("EDGEBUILD_LITERT_TORCH=1 bash scripts/setup.sh (a --no-deps install: its "
+INSTALL = ("`bash scripts/setup.sh` installs it with the tflite and executorch extras, "
+           "EDGEBUILD_LITERT_TORCH=1 bash scripts/setup.sh with any (a --no-deps install: its "
            "declared pins would downgrade pydantic; docs/backends-tflite.md, \"LiteRT-Torch\")")
 
 

@@ -1,7 +1,8 @@
-"""The LiteRT-Torch tests need litert-torch and ai-edge-quantizer, which are not in the
-default install (their declared pins would downgrade pydantic): `EDGEBUILD_LITERT_TORCH=1
-bash scripts/setup.sh` adds them with --no-deps. CI's install does not, so CI skips these;
-the backend's "not buildable here" without them is tested in tests/unit."""
+"""The LiteRT-Torch tests need litert-torch and ai-edge-quantizer, which scripts/setup.sh
+installs with --no-deps (their declared pins would downgrade pydantic) when the tflite and
+executorch extras are installed, as in CI. An install without them
+(EDGEBUILD_LITERT_TORCH=0) skips these; the backend's "not buildable here" without them is
+tested in tests/unit."""
 
 from __future__ import annotations
 
